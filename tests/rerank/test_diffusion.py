@@ -1,0 +1,126 @@
+"""DiffusionReranker against a per-query networkx reference of seed 002."""
+
+from __future__ import annotations
+
+import networkx as nx
+import numpy as np
+import pytest
+import torch
+
+from georag.rerank.base import CandidateBatch
+from georag.rerank.diffusion import DiffusionConfig, DiffusionReranker
+
+
+def make_batch(rng, b, m, d, *, dtype=torch.float64, padded=()):
+    query = rng.normal(size=(b, d))
+    cands = rng.normal(size=(b, m, d)) + 0.5 * query[:, None, :]
+    cands /= np.linalg.norm(cands, axis=2, keepdims=True)
+    unit_q = query / np.linalg.norm(query, axis=1, keepdims=True)
+    scores = np.einsum("bmd,bd->bm", cands, unit_q)
+    mask = np.ones((b, m), dtype=bool)
+    for row, n in padded:
+        mask[row, n:] = False
+    perm = rng.permutation(m)  # first-stage order must not be slot order
+    return CandidateBatch(
+        query=torch.tensor(query, dtype=dtype),
+        cands=torch.tensor(cands[:, perm], dtype=dtype),
+        scores=torch.tensor(scores[:, perm], dtype=dtype),
+        mask=torch.tensor(mask[:, perm]),
+        query_ids=[f"q{i}" for i in range(b)],
+        doc_ids=[[f"d{i}_{j}" for j in range(m)] for i in range(b)],
+    )
+
+
+def reference(batch: CandidateBatch, cfg: DiffusionConfig) -> list[dict[int, float]]:
+    """Seed 002 per query with networkx: complete graph, pagerank, top-K."""
+    out = []
+    for b in range(batch.batch_size):
+        scores = batch.scores[b].numpy()
+        real = np.nonzero(batch.mask[b].numpy())[0]
+        pool = real[np.argsort(-scores[real], kind="stable")][: cfg.top_m]
+        if len(pool) == 0:
+            out.append({})
+            continue
+        emb = batch.cands[b].numpy()[pool]
+        emb = emb / np.linalg.norm(emb, axis=1, keepdims=True)
+        graph = nx.Graph()
+        graph.add_nodes_from(range(len(pool)))
+        for i in range(len(pool)):
+            for j in range(i + 1, len(pool)):
+                w = max(float(emb[i] @ emb[j]), 0.0)
+                if w > 0:
+                    graph.add_edge(i, j, weight=w)
+        s = scores[pool]
+        p = s - min(0.0, s.min())
+        if p.sum() == 0:
+            p = np.ones_like(p)
+        ranks = nx.pagerank(
+            graph, alpha=cfg.damping, personalization=dict(enumerate(p)), weight="weight"
+        )
+        best = sorted(range(len(pool)), key=lambda i: -ranks[i])[: cfg.top_k]
+        out.append({int(pool[i]): ranks[i] for i in best})
+    return out
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("top_m,top_k", [(50, 20), (10, 4)])
+def test_matches_networkx(dtype, top_m, top_k):
+    rng = np.random.default_rng(0)
+    batch = make_batch(rng, 6, 60, 12, dtype=dtype, padded=[(1, 30), (2, 8)])
+    cfg = DiffusionConfig(top_m=top_m, top_k=top_k)
+    result = DiffusionReranker(cfg)(batch)
+    assert result.scores.dtype == dtype
+    for b, ref in enumerate(reference(batch, cfg)):
+        kept = torch.nonzero(result.keep[b]).flatten().tolist()
+        assert sorted(kept) == sorted(ref)
+        got = result.scores[b, list(ref)].double().numpy()
+        np.testing.assert_allclose(got, list(ref.values()), rtol=0, atol=1e-6)
+        assert torch.isinf(result.scores[b, ~result.keep[b]]).all()
+
+
+def test_defaults_and_negative_scores():
+    cfg = DiffusionConfig()
+    assert (cfg.top_m, cfg.top_k, cfg.damping) == (50, 20, 0.85)
+    rng = np.random.default_rng(1)
+    batch = make_batch(rng, 3, 70, 8)
+    shifted = CandidateBatch(**{**batch.__dict__, "scores": batch.scores - 5.0})
+    result = DiffusionReranker()(shifted)
+    assert (result.keep.sum(1) == 20).all()
+    for b, ref in enumerate(reference(shifted, cfg)):
+        np.testing.assert_allclose(
+            result.scores[b, list(ref)].numpy(), list(ref.values()), rtol=0, atol=1e-9
+        )
+
+
+def test_edge_cases():
+    rng = np.random.default_rng(2)
+    batch = make_batch(rng, 4, 6, 5, padded=[(1, 1), (2, 0)])
+    # Equal non-positive scores leave the shifted personalization all zero: uniform.
+    scores = batch.scores.clone()
+    scores[3] = -1.0
+    batch = CandidateBatch(**{**batch.__dict__, "scores": scores})
+    result = DiffusionReranker(DiffusionConfig(top_k=3))(batch)
+    assert result.keep.sum(1).tolist() == [3, 1, 0, 3]
+    one = result.scores[1, batch.mask[1]]
+    assert torch.allclose(one, torch.ones(1, dtype=one.dtype))
+    assert torch.isinf(result.scores[2]).all()
+    ref = reference(batch, DiffusionConfig(top_k=3))[3]
+    np.testing.assert_allclose(result.scores[3, list(ref)].numpy(), list(ref.values()), atol=1e-9)
+    with pytest.raises(ValueError, match="top_k"):
+        DiffusionConfig(top_k=0)
+    with pytest.raises(ValueError, match="damping"):
+        DiffusionConfig(damping=-0.1)
+    cands = batch.cands.clone()
+    cands[0, 0] = 0.0
+    zero = CandidateBatch(**{**batch.__dict__, "cands": cands})
+    with pytest.raises(ValueError, match="zero vectors"):
+        DiffusionReranker()(zero)
+
+
+def test_deterministic_and_pure():
+    rng = np.random.default_rng(3)
+    batch = make_batch(rng, 5, 50, 16, dtype=torch.float32)
+    before = batch.cands.clone(), batch.scores.clone()
+    first, second = DiffusionReranker()(batch), DiffusionReranker()(batch)
+    assert torch.equal(first.scores, second.scores) and torch.equal(first.keep, second.keep)
+    assert torch.equal(before[0], batch.cands) and torch.equal(before[1], batch.scores)
