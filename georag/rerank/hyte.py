@@ -1,0 +1,163 @@
+r"""HyTE-H hybrid scoring: BM25 top-M candidates re-scored with Lorentz similarity.
+
+.. math::
+
+    \mathrm{score}(d, q) = \alpha\,\frac{\mathrm{BM25}(d, q)}{\max_{d'} \mathrm{BM25}(d', q)}
+        + (1 - \alpha)\,\sigma\!\left(\langle p_d, p_q\rangle_{\mathcal{L}} + 2\right)
+
+(paper eq. 10-12); ``alpha=1`` is pure BM25, ``alpha=0`` pure Lorentz similarity.
+:func:`hybrid_scores` is the batched kernel; :class:`HyTEReranker` applies it to any
+:class:`~georag.rerank.base.CandidateBatch` that carries texts, and
+:class:`~georag.retrieval.lorentz_index.LorentzIndex` applies it to its stored points.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+import yaml
+
+from georag.geometry.hyperbolic import lorentz_inner
+from georag.rerank.base import CandidateBatch, RerankResult
+
+__all__ = ["HyTEConfig", "HyTEReranker", "hybrid_scores", "load_config"]
+
+CONFIG_PATH = Path(__file__).resolve().parents[2] / "configs" / "rerank" / "hyte_h.yaml"
+
+
+@dataclass(frozen=True)
+class HyTEConfig:
+    """HyTE-H defaults (paper: M = 50, K = 1, P = 1, sigmoid offset 2).
+
+    Attributes
+    ----------
+    alpha : float
+        Weight of the normalized BM25 score, in [0, 1]. The paper leaves the value used
+        open; 0.5 weighs both signals equally.
+    top_m : int
+        BM25 candidates re-scored per query.
+    offset : float
+        The shift inside the sigmoid of eq. 12.
+    model : str
+        The checkpoint whose word embeddings and tokenizer the projection uses.
+    weights : str, optional
+        A trained projection (``HyTEEncoder.save``); ``None`` is the seeded, untrained one.
+    k, power : float
+        Curvature parameter K and OEM exponent P.
+    """
+
+    alpha: float = 0.5
+    top_m: int = 50
+    offset: float = 2.0
+    model: str = "all-MiniLM-L6-v2"
+    weights: str | None = None
+    k: float = 1.0
+    power: float = 1.0
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.alpha <= 1.0:
+            raise ValueError(f"alpha must be in [0, 1], got {self.alpha}")
+        if self.top_m < 1:
+            raise ValueError(f"top_m must be >= 1, got {self.top_m}")
+        if not self.k > 0 or not self.power >= 0:
+            raise ValueError(f"need k > 0 and power >= 0, got k={self.k}, power={self.power}")
+
+
+def load_config(path: str | Path = CONFIG_PATH, **overrides: object) -> HyTEConfig:
+    """Read a :class:`HyTEConfig` from YAML, with keyword overrides."""
+    data = yaml.safe_load(Path(path).read_text()) or {}
+    data.update(overrides)
+    return HyTEConfig(**data)
+
+
+def hybrid_scores(
+    bm25: torch.Tensor,
+    query: torch.Tensor,
+    cands: torch.Tensor,
+    mask: torch.Tensor,
+    *,
+    alpha: float,
+    offset: float = 2.0,
+) -> torch.Tensor:
+    r"""Hybrid score of every candidate (paper eq. 10-12).
+
+    Parameters
+    ----------
+    bm25 : torch.Tensor, shape (B, M)
+        First-stage (BM25) scores.
+    query : torch.Tensor, shape (B, d+1)
+        Query points on the hyperboloid.
+    cands : torch.Tensor, shape (B, M, d+1)
+        Candidate points.
+    mask : torch.Tensor, shape (B, M), bool
+        Real candidates. Padded ones score ``-inf``.
+    alpha : float
+        Weight of the normalized BM25 score.
+    offset : float
+        Shift inside the sigmoid.
+
+    Returns
+    -------
+    torch.Tensor, shape (B, M)
+        ``alpha * bm25 / max(bm25) + (1 - alpha) * sigmoid(<p_d, p_q>_L + offset)``; a query
+        whose best BM25 score is not positive gets 0 for the lexical part.
+    """
+    if query.dim() != 2 or cands.dim() != 3 or cands.shape[::2] != query.shape:
+        raise ValueError(
+            f"query (B, d+1) and cands (B, M, d+1) disagree: {tuple(query.shape)}, "
+            f"{tuple(cands.shape)}"
+        )
+    if bm25.shape != cands.shape[:2] or mask.shape != bm25.shape:
+        raise ValueError(
+            f"bm25 {tuple(bm25.shape)} and mask {tuple(mask.shape)} must have shape "
+            f"{tuple(cands.shape[:2])}"
+        )
+    best = bm25.masked_fill(~mask, -torch.inf).amax(dim=1, keepdim=True)
+    lexical = torch.where(best > 0, bm25 / best.clamp_min(torch.finfo(bm25.dtype).tiny), 0.0)
+    lorentz = torch.sigmoid(lorentz_inner(cands, query.unsqueeze(1)) + offset)
+    scores = alpha * lexical + (1.0 - alpha) * lorentz.to(lexical.dtype)
+    return scores.masked_fill(~mask, -torch.inf)
+
+
+class HyTEReranker:
+    """Re-scores first-stage candidates with the HyTE-H hybrid score.
+
+    Encodes ``batch.query_texts`` and ``batch.cand_texts`` with the HyTE-H encoder (the
+    batch's own embeddings come from another model and are not used); ``batch.scores`` is
+    the lexical part, normalized by its per-query maximum.
+
+    Parameters
+    ----------
+    config : HyTEConfig, optional
+    encoder : HyTEEncoder, optional
+        An already loaded encoder; by default one is built from ``config.model`` and
+        ``config.weights``.
+    """
+
+    name = "hyte"
+
+    def __init__(self, config: HyTEConfig | None = None, *, encoder=None) -> None:
+        from georag.models.hyte import HyTEEncoder
+
+        self.config = config or HyTEConfig()
+        self.encoder = encoder or HyTEEncoder.from_pretrained(
+            self.config.model, weights=self.config.weights, k=self.config.k,
+            power=self.config.power)
+
+    def __call__(self, batch: CandidateBatch) -> RerankResult:
+        if batch.query_texts is None or batch.cand_texts is None:
+            raise ValueError("batch: HyTEReranker needs query_texts and cand_texts")
+        b, m = batch.mask.shape
+        device = batch.scores.device
+        query = self.encoder.encode(batch.query_texts).to(device)
+        flat = [text for row in batch.cand_texts for text in row]
+        real = batch.mask.flatten().cpu().tolist()
+        points = torch.zeros(b * m, query.shape[1], dtype=query.dtype, device=device)
+        index = torch.tensor([i for i, keep in enumerate(real) if keep], dtype=torch.long)
+        if len(index):
+            points[index.to(device)] = self.encoder.encode([flat[i] for i in index]).to(device)
+        scores = hybrid_scores(batch.scores, query, points.view(b, m, -1), batch.mask,
+                               alpha=self.config.alpha, offset=self.config.offset)
+        return RerankResult.from_scores(scores, batch.mask.clone())

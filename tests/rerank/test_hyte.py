@@ -1,0 +1,105 @@
+"""HyTE-H hybrid scoring (eq. 10-12), its config, and the CandidateBatch reranker."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+
+import pytest
+import torch
+
+from georag.geometry.hyperbolic import add_time, lorentz_inner
+from georag.models.hyte import HyTEEncoder
+from georag.rerank.base import CandidateBatch, Reranker
+from georag.rerank.hyte import HyTEConfig, HyTEReranker, hybrid_scores, load_config
+
+
+def _inputs(dtype, b=3, m=6, d=5, seed=0):
+    gen = torch.Generator().manual_seed(seed)
+    query = add_time(torch.randn(b, d, generator=gen, dtype=torch.float64) * 0.5).to(dtype)
+    cands = add_time(torch.randn(b, m, d, generator=gen, dtype=torch.float64) * 0.5).to(dtype)
+    bm25 = (torch.rand(b, m, generator=gen, dtype=torch.float64) * 10).to(dtype)
+    return bm25, query, cands
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("alpha", [0.0, 0.3, 0.5, 0.7, 1.0])
+def test_hybrid_scores_formula(dtype, alpha):
+    bm25, query, cands = _inputs(dtype)
+    mask = torch.ones(3, 6, dtype=torch.bool)
+    mask[1, 4:] = False
+    out = hybrid_scores(bm25, query, cands, mask, alpha=alpha)
+    assert out.dtype == dtype
+    for i in range(3):  # a plain per-query reference
+        real = mask[i]
+        lexical = bm25[i, real] / bm25[i, real].max()
+        inner = torch.stack([lorentz_inner(c, query[i]) for c in cands[i, real]])
+        ref = alpha * lexical + (1 - alpha) / (1 + torch.exp(-(inner + 2.0)))
+        torch.testing.assert_close(out[i, real], ref)
+        assert torch.isneginf(out[i, ~real]).all()
+
+
+def test_alpha_extremes_give_pure_orders():
+    bm25, query, cands = _inputs(torch.float64, seed=1)
+    mask = torch.ones(3, 6, dtype=torch.bool)
+    lexical = hybrid_scores(bm25, query, cands, mask, alpha=1.0)
+    assert torch.equal(lexical.argsort(1), bm25.argsort(1))
+    lorentz = hybrid_scores(bm25, query, cands, mask, alpha=0.0)
+    inner = lorentz_inner(cands, query.unsqueeze(1))
+    assert torch.equal(lorentz.argsort(1), inner.argsort(1))
+    assert ((lorentz > 0) & (lorentz < 1)).all()
+
+
+def test_queries_without_lexical_match_and_bad_shapes():
+    bm25, query, cands = _inputs(torch.float32)
+    bm25[0] = 0.0
+    mask = torch.ones(3, 6, dtype=torch.bool)
+    out = hybrid_scores(bm25, query, cands, mask, alpha=0.5)
+    assert torch.isfinite(out).all()
+    torch.testing.assert_close(out[0], 0.5 * torch.sigmoid(lorentz_inner(cands[0], query[0]) + 2))
+    with pytest.raises(ValueError, match="disagree"):
+        hybrid_scores(bm25, query[:, :4], cands, mask, alpha=0.5)
+    with pytest.raises(ValueError, match="must have shape"):
+        hybrid_scores(bm25[:, :5], query, cands, mask, alpha=0.5)
+
+
+def test_config_defaults_are_the_yaml():
+    assert load_config() == HyTEConfig()
+    assert asdict(HyTEConfig()) | {"alpha": 0.3} == asdict(load_config(alpha=0.3))
+    assert HyTEConfig().top_m == 50 and HyTEConfig().offset == 2.0 and HyTEConfig().k == 1.0
+    with pytest.raises(ValueError, match="alpha must be in"):
+        HyTEConfig(alpha=-0.1)
+    with pytest.raises(ValueError, match="top_m"):
+        HyTEConfig(top_m=0)
+
+
+@pytest.fixture(scope="module")
+def reranker() -> HyTEReranker:
+    return HyTEReranker(HyTEConfig(alpha=0.4))
+
+
+def test_reranker_on_a_candidate_batch(reranker):
+    assert isinstance(reranker, Reranker) and reranker.name == "hyte"
+    queries = ["dogs and cats", "tree embeddings"]
+    cands = [["cats are pets", "dogs bark", "stock markets", ""],
+             ["hyperbolic trees", "taxonomies", "dogs", "pets"]]
+    mask = torch.tensor([[True, True, True, False], [True, True, True, True]])
+    scores = torch.tensor([[3.0, 2.0, 0.5, 0.0], [1.0, 4.0, 0.1, 0.2]])
+    batch = CandidateBatch(
+        query=torch.zeros(2, 8), cands=torch.zeros(2, 4, 8), scores=scores.clone(), mask=mask,
+        query_ids=["q1", "q2"], doc_ids=[["a", "b", "c", ""], ["d", "e", "f", "g"]],
+        query_texts=queries, cand_texts=cands)
+    result = reranker(batch)
+    enc: HyTEEncoder = reranker.encoder
+    q = enc.encode(queries)
+    for i in range(2):
+        real = mask[i].nonzero().flatten().tolist()
+        points = enc.encode([cands[i][j] for j in real])
+        lexical = scores[i, real] / scores[i, real].max()
+        ref = 0.4 * lexical + 0.6 * torch.sigmoid(lorentz_inner(points, q[i]) + 2.0)
+        torch.testing.assert_close(result.scores[i, real], ref)
+    assert torch.isneginf(result.scores[0, 3]) and torch.equal(result.keep, mask)
+    assert torch.equal(batch.scores, scores)  # input untouched
+    no_texts = CandidateBatch(query=batch.query, cands=batch.cands, scores=scores, mask=mask,
+                              query_ids=batch.query_ids, doc_ids=batch.doc_ids)
+    with pytest.raises(ValueError, match="needs query_texts and cand_texts"):
+        reranker(no_texts)
