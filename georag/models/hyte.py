@@ -152,8 +152,8 @@ class HyTEProjection(nn.Module):
                 f"input_ids {tuple(input_ids.shape)} and mask {tuple(mask.shape)} differ"
             )
         unique, inverse = torch.unique(input_ids, return_inverse=True)
-        points = self.token_points(unique)[inverse]
-        return oem_pool(points, mask, k=self.k, power=self.power)
+        points = self.token_points(unique).index_select(0, inverse.flatten())
+        return oem_pool(points.view(*input_ids.shape, -1), mask, k=self.k, power=self.power)
 
     @torch.no_grad()
     def vocab_points(self, *, batch_size: int = 8192) -> torch.Tensor:
@@ -282,7 +282,8 @@ class HyTEEncoder:
             )
         return ids
 
-    def pad(self, ids: list[np.ndarray]) -> tuple[torch.Tensor, torch.Tensor]:
+    @staticmethod
+    def pad(ids: list[np.ndarray]) -> tuple[torch.Tensor, torch.Tensor]:
         """Pad id arrays into ``input_ids`` (B, T) int64 and ``mask`` (B, T) bool."""
         width = max(row.size for row in ids)
         out = np.zeros((len(ids), width), dtype=np.int64)
@@ -302,7 +303,6 @@ class HyTEEncoder:
             self._table, self._table_key = table, key
         return self._table, self._log_weight
 
-    @torch.no_grad()
     def encode(self, texts: list[str], *, batch_size: int = 4096) -> torch.Tensor:
         """OEM-pooled Lorentz points of texts.
 
@@ -317,22 +317,41 @@ class HyTEEncoder:
         torch.Tensor, shape (N, d+1), float32
             On the projection's device; on the hyperboloid of curvature K.
         """
+        if isinstance(texts, str):
+            raise ValueError("texts must be a list of str, got a single str")
+        parts = [self.encode_ids(self.tokenize(texts[start:start + batch_size]))
+                 for start in range(0, len(texts), batch_size)]
+        if not parts:
+            table, _ = self._vocab_table()
+            return table.new_zeros(0, table.shape[1])
+        return torch.cat(parts)
+
+    @torch.no_grad()
+    def encode_ids(self, ids: list[np.ndarray]) -> torch.Tensor:
+        """OEM-pooled Lorentz points of token-id arrays (as :meth:`tokenize` returns them).
+
+        One ``embedding_bag`` over the cached table of vocabulary points; the table is
+        recomputed when the projection's weights change.
+
+        Parameters
+        ----------
+        ids : list of numpy.ndarray, length N
+            Non-empty int64 arrays of word-piece ids.
+
+        Returns
+        -------
+        torch.Tensor, shape (N, d+1), float32
+        """
         table, log_weight = self._vocab_table()
         device = table.device
-        out = []
-        for start in range(0, len(texts), batch_size):
-            ids = self.tokenize(texts[start:start + batch_size])
-            lengths = torch.tensor([row.size for row in ids])
-            flat = torch.from_numpy(np.concatenate(ids)).to(device)
-            offsets = torch.cumsum(lengths, 0).sub_(lengths).to(device)
-            # OEM weights t^P, scaled by the vocabulary's largest t^P to avoid overflow
-            weight = log_weight[flat].exp()
-            summed = F.embedding_bag(flat, table, offsets, mode="sum", per_sample_weights=weight)
-            bags = torch.repeat_interleave(torch.arange(len(ids), device=device),
-                                           lengths.to(device))
-            total = torch.zeros(len(ids), device=device).index_add_(0, bags, weight)
-            mean = summed / total.unsqueeze(1)
-            out.append(rescale_to_hyperboloid(mean, k=self.projection.k))
-        if not out:
-            return table.new_zeros(0, table.shape[1])
-        return torch.cat(out)
+        lengths = torch.tensor([row.size for row in ids])
+        if len(ids) == 0 or not bool((lengths > 0).all()):
+            raise ValueError("ids: need a non-empty list of non-empty id arrays")
+        flat = torch.from_numpy(np.concatenate(ids)).to(device)
+        offsets = torch.cumsum(lengths, 0).sub_(lengths).to(device)
+        # OEM weights t^P, scaled by the vocabulary's largest t^P to avoid overflow
+        weight = log_weight[flat].exp()
+        summed = F.embedding_bag(flat, table, offsets, mode="sum", per_sample_weights=weight)
+        bags = torch.repeat_interleave(torch.arange(len(ids), device=device), lengths.to(device))
+        total = torch.zeros(len(ids), device=device).index_add_(0, bags, weight)
+        return rescale_to_hyperboloid(summed / total.unsqueeze(1), k=self.projection.k)

@@ -19,7 +19,7 @@ from pathlib import Path
 import torch
 import yaml
 
-from georag.geometry.hyperbolic import lorentz_inner
+from georag.geometry.hyperbolic import lorentz_gram
 from georag.rerank.base import CandidateBatch, RerankResult
 
 __all__ = ["HyTEConfig", "HyTEReranker", "hybrid_scores", "load_config"]
@@ -116,7 +116,7 @@ def hybrid_scores(
         )
     best = bm25.masked_fill(~mask, -torch.inf).amax(dim=1, keepdim=True)
     lexical = torch.where(best > 0, bm25 / best.clamp_min(torch.finfo(bm25.dtype).tiny), 0.0)
-    lorentz = torch.sigmoid(lorentz_inner(cands, query.unsqueeze(1)) + offset)
+    lorentz = torch.sigmoid(lorentz_gram(query.unsqueeze(1), cands).squeeze(1) + offset)
     scores = alpha * lexical + (1.0 - alpha) * lorentz.to(lexical.dtype)
     return scores.masked_fill(~mask, -torch.inf)
 

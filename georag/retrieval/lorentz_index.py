@@ -290,7 +290,7 @@ class LorentzIndex:
             raise ValueError("queries must be a list of str, got a single str")
         query = self.encoder.encode(queries)
         bm25, cand = self.bm25.search(queries, top_m)
-        points = self.points[cand]
+        points = self.points.index_select(0, cand.flatten()).view(*cand.shape, self.dim)
         mask = torch.ones_like(bm25, dtype=torch.bool)
         scores = hybrid_scores(bm25, query, points, mask, alpha=alpha,
                                offset=self.config.offset)
