@@ -1,0 +1,32 @@
+# Set-up and entry points. `make demo` and `make test` work on a fresh machine:
+# they create .venv, install torch==2.13.0 first (the CPU wheel), then georag with its extras.
+PY ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+EXTRAS ?= cpu,train,dev
+
+.PHONY: venv demo test test-slow lint clean
+
+$(BIN)/.installed: pyproject.toml
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q torch==2.13.0
+	$(BIN)/pip install -q -e ".[$(EXTRAS)]"
+	touch $@
+
+venv: $(BIN)/.installed
+
+demo: venv
+	HF_HUB_OFFLINE=1 $(BIN)/georag demo
+
+test: venv
+	HF_HUB_OFFLINE=1 WANDB_MODE=offline $(BIN)/python -m pytest -q
+
+test-slow: venv
+	HF_HUB_OFFLINE=1 WANDB_MODE=offline $(BIN)/python -m pytest -q -m slow
+
+lint: venv
+	$(BIN)/ruff check georag train tests scripts
+
+clean:
+	rm -rf $(VENV) build *.egg-info

@@ -1,0 +1,74 @@
+"""A cross-encoder second stage over any AutoModelForSequenceClassification checkpoint."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from georag.rerank.base import CandidateBatch, RerankResult
+from georag.retrieval.encoder import default_device, resolve_model_path
+
+__all__ = ["CrossEncoderConfig", "CrossEncoderReranker"]
+
+
+@dataclass(frozen=True)
+class CrossEncoderConfig:
+    """``model``: a local folder or hub id (no cross-encoder weights ship on PyPI)."""
+
+    model: str = "cross-encoder/ms-marco-MiniLM-L-6-v2"
+    batch_size: int = 64
+    max_length: int = 512
+
+
+class CrossEncoderReranker:
+    """Scores each kept (query, candidate) pair with a sequence-classification model.
+
+    The score is the single logit of a one-label model, or logit[1] - logit[0] of a
+    two-label model. Needs ``batch.query_texts`` and ``batch.cand_texts``.
+
+    Parameters
+    ----------
+    config : CrossEncoderConfig
+    device : str or torch.device, optional
+        Defaults to CUDA when present.
+    model, tokenizer : optional
+        Already loaded objects (tests build a tiny BERT from a config).
+    """
+
+    name = "ce"
+
+    def __init__(self, config: CrossEncoderConfig | None = None, *,
+                 device: str | torch.device | None = None, model=None, tokenizer=None) -> None:
+        from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+        self.config = config or CrossEncoderConfig()
+        self.device = torch.device(device) if device is not None else default_device()
+        path = resolve_model_path(self.config.model)
+        self.tokenizer = tokenizer or AutoTokenizer.from_pretrained(path)
+        self.model = (model or AutoModelForSequenceClassification.from_pretrained(path)).to(self.device)
+        self.model.eval()
+        if self.model.config.num_labels not in (1, 2):
+            raise ValueError(f"model: expected 1 or 2 labels, got {self.model.config.num_labels}")
+
+    @torch.inference_mode()
+    def _score_pairs(self, queries: list[str], passages: list[str]) -> torch.Tensor:
+        out = []
+        for start in range(0, len(queries), self.config.batch_size):
+            stop = start + self.config.batch_size
+            inputs = self.tokenizer(queries[start:stop], passages[start:stop], padding=True,
+                                    truncation=True, max_length=self.config.max_length,
+                                    return_tensors="pt").to(self.device)
+            logits = self.model(**inputs).logits.float()
+            out.append(logits[:, 0] if logits.shape[1] == 1 else logits[:, 1] - logits[:, 0])
+        return torch.cat(out) if out else torch.empty(0)
+
+    def __call__(self, batch: CandidateBatch) -> RerankResult:
+        if batch.query_texts is None or batch.cand_texts is None:
+            raise ValueError("batch: the cross-encoder needs query_texts and cand_texts")
+        rows, cols = batch.mask.nonzero(as_tuple=True)
+        queries = [batch.query_texts[r] for r in rows.tolist()]
+        passages = [batch.cand_texts[r][c] for r, c in zip(rows.tolist(), cols.tolist())]
+        scores = torch.full(batch.mask.shape, float("-inf"), device=batch.scores.device)
+        scores[rows, cols] = self._score_pairs(queries, passages).to(scores.device)
+        return RerankResult.from_scores(scores, batch.mask.clone())

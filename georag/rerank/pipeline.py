@@ -1,0 +1,63 @@
+"""Compose stages: first stage -> filter(s) -> reranker -> top-k."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+
+from georag.rerank.base import CandidateBatch, Reranker, RerankResult
+
+__all__ = ["RerankPipeline", "top_k_mask"]
+
+
+def top_k_mask(scores: torch.Tensor, keep: torch.Tensor, k: int) -> torch.Tensor:
+    """The ``k`` best kept candidates of each row.
+
+    Parameters
+    ----------
+    scores : torch.Tensor, shape (B, M)
+    keep : torch.Tensor, shape (B, M), bool
+
+    Returns
+    -------
+    torch.Tensor, shape (B, M), bool
+    """
+    if k <= 0:
+        raise ValueError(f"top_k must be positive, got {k}")
+    k = min(k, scores.shape[1])
+    order = scores.masked_fill(~keep, float("-inf")).topk(k, dim=1).indices
+    mask = torch.zeros_like(keep)
+    mask.scatter_(1, order, True)
+    return mask & keep
+
+
+class RerankPipeline:
+    """Run stages in turn, each on the candidates the previous one kept.
+
+    A filter stage (such as Ricci-Filtration) narrows the mask; the next stage rescores
+    the survivors only. The last stage's scores are the pipeline's.
+
+    Parameters
+    ----------
+    stages : sequence of Reranker
+    top_k : int, optional
+        Keep only the best ``top_k`` at the end.
+    """
+
+    def __init__(self, stages: Sequence[Reranker], *, top_k: int | None = None) -> None:
+        if not stages:
+            raise ValueError("stages: a pipeline needs at least one stage")
+        self.stages = list(stages)
+        self.top_k = top_k
+        self.name = "+".join(stage.name for stage in self.stages)
+
+    def __call__(self, batch: CandidateBatch) -> RerankResult:
+        result = None
+        for stage in self.stages:
+            result = stage(batch)
+            batch = batch.restrict(result.keep)
+        keep = result.keep & batch.mask
+        if self.top_k is not None:
+            keep = top_k_mask(result.scores, keep, self.top_k)
+        return RerankResult.from_scores(result.scores, keep)

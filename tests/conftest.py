@@ -1,0 +1,25 @@
+"""Shared fixtures: the real data sets in ../shared/data, skipped cleanly when absent."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+
+def shared_data_dir() -> Path:
+    """Where the real benchmark data lives: $GEORAG_DATA, else ../shared/data beside the repo."""
+    env = os.environ.get("GEORAG_DATA")
+    return Path(env) if env else REPO_ROOT.parent / "shared" / "data"
+
+
+@pytest.fixture(scope="session")
+def data_dir() -> Path:
+    """The shared data folder; skips the test when it is absent."""
+    path = shared_data_dir()
+    if not path.is_dir():
+        pytest.skip(f"shared data not found at {path}")
+    return path
