@@ -23,3 +23,9 @@ def data_dir() -> Path:
     if not path.is_dir():
         pytest.skip(f"shared data not found at {path}")
     return path
+
+
+@pytest.fixture(scope="session")
+def embedding_cache_dir(tmp_path_factory) -> Path:
+    """One embedding cache for the whole session, so each corpus is encoded once."""
+    return tmp_path_factory.mktemp("georag-cache")

@@ -30,3 +30,21 @@ def test_console_script_help():
                          text=True, check=True).stdout
     for command in ("demo", "eval", "index", "search"):
         assert command in out
+
+
+def test_eval_on_demo_writes_results(tmp_path, embedding_cache_dir, monkeypatch, capsys):
+    import json
+
+    from georag.data.bundled import DEMO_DIR
+
+    monkeypatch.setenv("GEORAG_CACHE", str(embedding_cache_dir))
+    out = tmp_path / "out"
+    code = main(["eval", "--dataset", str(DEMO_DIR), "--top-m", "20", "--methods", "none",
+                 "--first-stage", "bm25", "--out", str(out)])
+    assert code == 0
+    rows = json.loads((out / "results.json").read_text())
+    assert rows[0]["method"] == "none" and rows[0]["dataset"] == "demo"
+    for key in ("ndcg@10", "recall@10", "recall@100", "mrr@10", "ms_per_query"):
+        assert 0 <= rows[0][key] and key in (out / "results.md").read_text()
+    assert (out / "demo.none.trec").is_file()
+    assert "| demo | none |" in capsys.readouterr().out
