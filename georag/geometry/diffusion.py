@@ -117,17 +117,23 @@ def personalized_pagerank(
 def _check_weights(values: torch.Tensor) -> None:
     if not values.is_floating_point():
         raise ValueError(f"weights must be floating point, got {values.dtype}")
-    if not torch.isfinite(values).all():
+    if not values.numel():
+        return
+    low, high = torch.aminmax(values)  # one pass; NaN propagates into both
+    if low.isnan() or high.isinf():
         raise ValueError("weights hold non-finite values (NaN or inf)")
-    if values.numel() and values.min() < 0:
-        raise ValueError(f"weights must be non-negative, got minimum {values.min().item()}")
+    if low < 0:
+        raise ValueError(f"weights must be non-negative, got minimum {low.item()}")
 
 
 def _normalize_personalization(p: torch.Tensor, dim: int) -> torch.Tensor:
-    if not torch.isfinite(p).all():
+    if not p.numel():
+        raise ValueError(f"personalization is empty, shape {tuple(p.shape)}")
+    low, high = torch.aminmax(p)
+    if low.isnan() or high.isinf():
         raise ValueError("personalization holds non-finite values (NaN or inf)")
-    if p.numel() and p.min() < 0:
-        raise ValueError(f"personalization must be non-negative, got minimum {p.min().item()}")
+    if low < 0:
+        raise ValueError(f"personalization must be non-negative, got minimum {low.item()}")
     total = p.sum(dim=dim, keepdim=True)
     if (total <= 0).any():
         bad = (total <= 0).flatten().nonzero().flatten().tolist()
@@ -170,21 +176,21 @@ def _dense_ppr(
         x = torch.full((b, n), 1.0 / n, dtype=weights.dtype, device=weights.device)
     p = _normalize_personalization(personalization, dim=1)
 
-    strength = weights.sum(dim=2)
+    strength = weights.sum(dim=2, keepdim=True)
     dangling = (strength == 0).to(weights.dtype)
-    if mask is not None:
-        dangling = dangling * mask
-    transition = weights * torch.where(strength > 0, 1.0 / strength, 0.0).unsqueeze(2)
+    # A dangling row sends its mass along p: fold that into the row, one bmm per step.
+    # (Masked rows hold no mass, so what they would send does not matter.)
+    transition = weights * torch.where(strength > 0, 1.0 / strength, 0.0)
+    transition.baddbmm_(dangling, p.unsqueeze(1))
+    teleport = ((1.0 - damping) * p).unsqueeze(1)
     threshold = size.squeeze(1) * tol
 
     done = torch.zeros(b, dtype=torch.bool, device=weights.device)
     for _ in range(max_iter):
-        spread = torch.bmm(x.unsqueeze(1), transition).squeeze(1)
-        lost = (x * dangling).sum(dim=1, keepdim=True)
-        x_new = damping * (spread + lost * p) + (1.0 - damping) * p
-        err = (x_new - x).abs().sum(dim=1)
+        x_new = torch.baddbmm(teleport, x.unsqueeze(1), transition, alpha=damping).squeeze(1)
+        err = (x_new - x).abs_().sum(dim=1)
         x = torch.where(done.unsqueeze(1), x, x_new)
-        done = done | (err < threshold)
+        done |= err < threshold
         if bool(done.all()):
             return x
     raise PowerIterationFailedConvergence(

@@ -222,12 +222,14 @@ def knn_graph(
     gram = torch.bmm(x, x.transpose(1, 2))
     gram.mul_(inv.unsqueeze(2)).mul_(inv.unsqueeze(1))
     lengths = torch.add(gram, gram.transpose(1, 2)).mul_(-0.5).add_(1.0).clamp_min_(0.0)
-    lengths.masked_fill_(~mask.unsqueeze(2), torch.inf).masked_fill_(~mask.unsqueeze(1), torch.inf)
-    lengths.diagonal(dim1=1, dim2=2).zero_()
-
-    search = gram.copy_(lengths)
-    search.diagonal(dim1=1, dim2=2).fill_(torch.inf)
-    nearest, index = torch.topk(search, k, dim=2, largest=False, sorted=False)
+    del gram
+    if not bool(mask.all()):
+        lengths.masked_fill_(~mask.unsqueeze(2), torch.inf)
+        lengths.masked_fill_(~mask.unsqueeze(1), torch.inf)
+    diagonal = lengths.diagonal(dim1=1, dim2=2)
+    diagonal.fill_(torch.inf)  # search the other nodes only, then restore the 0 diagonal
+    nearest, index = torch.topk(lengths, k, dim=2, largest=False, sorted=False)
+    diagonal.zero_()
     directed = torch.zeros(b, m, m, dtype=torch.bool, device=x.device)
     directed.scatter_(2, index, torch.isfinite(nearest))
     directed &= mask.unsqueeze(2)

@@ -16,7 +16,7 @@ from georag.geometry.diffusion import personalized_pagerank
 from georag.rerank.base import CandidateBatch, RerankResult
 from georag.rerank.pipeline import top_k_mask
 
-__all__ = ["DiffusionConfig", "DiffusionReranker", "top_m_pool", "unit_candidates"]
+__all__ = ["DiffusionConfig", "DiffusionReranker", "cosine_gram", "top_m_mask"]
 
 
 @dataclass(frozen=True)
@@ -50,8 +50,10 @@ class DiffusionConfig:
             raise ValueError(f"damping must lie in [0, 1], got {self.damping}")
 
 
-def top_m_pool(batch: CandidateBatch, top_m: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Slots of the ``top_m`` best first-stage candidates of each query.
+def top_m_mask(batch: CandidateBatch, top_m: int) -> torch.Tensor:
+    """The ``top_m`` best real candidates of each query by first-stage score.
+
+    Ties are broken by slot order (a stable sort), so the result is deterministic.
 
     Parameters
     ----------
@@ -60,37 +62,35 @@ def top_m_pool(batch: CandidateBatch, top_m: int) -> tuple[torch.Tensor, torch.T
 
     Returns
     -------
-    index : torch.Tensor, shape (B, P), long
-        Candidate slots, best first-stage score first, ``P = min(top_m, M)``.
-    mask : torch.Tensor, shape (B, P), bool
-        Whether the slot holds a real candidate.
+    torch.Tensor, shape (B, M), bool
     """
-    p = min(top_m, batch.num_candidates)
+    if top_m >= batch.num_candidates:
+        return batch.mask.clone()
     ranked = batch.scores.masked_fill(~batch.mask, -torch.inf)
-    index = torch.argsort(ranked, dim=1, descending=True, stable=True)[:, :p]
-    return index, batch.mask.gather(1, index)
+    order = torch.argsort(ranked, dim=1, descending=True, stable=True)[:, :top_m]
+    return torch.zeros_like(batch.mask).scatter(1, order, True) & batch.mask
 
 
-def unit_candidates(batch: CandidateBatch, index: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """Unit-normalized candidate embeddings at ``index``, zero at padding.
+def cosine_gram(cands: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Pairwise cosine similarities of the real candidates, 0 at padding.
 
     Parameters
     ----------
-    batch : CandidateBatch
-    index, mask : torch.Tensor, shape (B, P)
-        As returned by :func:`top_m_pool`.
+    cands : torch.Tensor, shape (B, P, D)
+    mask : torch.Tensor, shape (B, P), bool
 
     Returns
     -------
-    torch.Tensor, shape (B, P, D)
+    torch.Tensor, shape (B, P, P)
     """
-    d = batch.cands.shape[2]
-    cands = batch.cands.gather(1, index.unsqueeze(2).expand(-1, -1, d))
-    cands = cands.masked_fill(~mask.unsqueeze(2), 0.0)
-    norms = cands.norm(dim=2, keepdim=True)
-    if (norms.squeeze(2)[mask] == 0).any():
+    norms = cands.norm(dim=2)
+    if (norms[mask] == 0).any():
         raise ValueError("cands holds zero vectors; cosine similarity is undefined")
-    return cands / norms.clamp_min(torch.finfo(cands.dtype).tiny)
+    inv = torch.where(mask, 1.0 / norms, 0.0)
+    gram = torch.bmm(cands, cands.transpose(1, 2))
+    gram.mul_(inv.unsqueeze(2)).mul_(inv.unsqueeze(1))
+    pair = mask.unsqueeze(2) & mask.unsqueeze(1)
+    return gram.masked_fill_(~pair, 0.0)
 
 
 class DiffusionReranker:
@@ -114,14 +114,18 @@ class DiffusionReranker:
 
     def __call__(self, batch: CandidateBatch) -> RerankResult:
         cfg = self.config
-        index, pool = top_m_pool(batch, cfg.top_m)
-        unit = unit_candidates(batch, index, pool)
-        weights = torch.bmm(unit, unit.transpose(1, 2)).clamp_min(0.0)
-        weights = weights * ~torch.eye(weights.shape[1], dtype=torch.bool, device=weights.device)
+        pool = top_m_mask(batch, cfg.top_m)
+        cands, scores, index = batch.cands, batch.scores, None
+        if cfg.top_m < batch.num_candidates:  # compact the pool: an (M, M) graph costs more
+            index = torch.argsort(pool.to(torch.uint8), dim=1, descending=True, stable=True)
+            index = index[:, : cfg.top_m]
+            cands = cands.gather(1, index.unsqueeze(2).expand(-1, -1, cands.shape[2]))
+            scores, pool = scores.gather(1, index), pool.gather(1, index)
+        weights = cosine_gram(cands, pool).clamp_min_(0.0)
+        weights.diagonal(dim1=1, dim2=2).zero_()
 
-        scores = batch.scores.gather(1, index).to(weights.dtype)
         low = scores.masked_fill(~pool, torch.inf).amin(dim=1, keepdim=True).clamp(max=0.0)
-        teleport = (scores - low).masked_fill(~pool, 0.0)
+        teleport = (scores - low).masked_fill(~pool, 0.0).to(weights.dtype)
         flat = teleport.sum(dim=1, keepdim=True) == 0
         teleport = torch.where(flat, pool.to(weights.dtype), teleport)
 
@@ -136,7 +140,9 @@ class DiffusionReranker:
                 max_iter=cfg.max_iter,
                 mask=pool[rows],
             )
-        keep_pool = top_k_mask(ranks, pool, cfg.top_k)
-        out = torch.zeros_like(batch.scores).scatter(1, index, ranks.to(batch.scores.dtype))
-        keep = torch.zeros_like(batch.mask).scatter(1, index, keep_pool)
-        return RerankResult.from_scores(out, keep)
+        keep = top_k_mask(ranks, pool, cfg.top_k)
+        ranks = ranks.to(batch.scores.dtype)
+        if index is not None:
+            ranks = torch.zeros_like(batch.scores).scatter(1, index, ranks)
+            keep = torch.zeros_like(batch.mask).scatter(1, index, keep)
+        return RerankResult.from_scores(ranks, keep)

@@ -13,7 +13,7 @@ import torch
 
 from georag.geometry.graphs import knn_graph, single_source_shortest_paths
 from georag.rerank.base import CandidateBatch, RerankResult
-from georag.rerank.diffusion import top_m_pool, unit_candidates
+from georag.rerank.diffusion import top_m_mask
 
 __all__ = ["ManiscopeConfig", "Maniscope"]
 
@@ -85,19 +85,15 @@ class Maniscope:
                 f"k={cfg.k} needs at least k + 1 = {cfg.k + 1} candidate slots, "
                 f"got M={width}; lower k or widen the pool"
             )
-        index, pool = top_m_pool(batch, cfg.top_m)
-        unit = unit_candidates(batch, index, pool)
-        lengths, adjacency = knn_graph(unit, cfg.k, mutual=cfg.mutual, mask=pool)
-        anchor = torch.zeros(batch.batch_size, dtype=torch.long, device=index.device)
-        geodesic = single_source_shortest_paths(lengths, adjacency, anchor)
-        sim_geo = 1.0 / (1.0 + geodesic)
+        pool = top_m_mask(batch, cfg.top_m)  # node order is irrelevant: no gather needed
+        lengths, adjacency = knn_graph(batch.cands, cfg.k, mutual=cfg.mutual, mask=pool)
+        anchor = batch.scores.masked_fill(~pool, -torch.inf).argmax(dim=1)
+        sim_geo = 1.0 / (1.0 + single_source_shortest_paths(lengths, adjacency, anchor))
 
-        query = batch.query.to(unit.dtype)
-        qnorm = query.norm(dim=1, keepdim=True)
+        qnorm = batch.query.norm(dim=1)
         if (qnorm == 0).any():
             raise ValueError("query holds zero vectors; cosine similarity is undefined")
-        cos = torch.bmm(unit, (query / qnorm).unsqueeze(2)).squeeze(2)
+        dots = torch.bmm(batch.cands, batch.query.unsqueeze(2)).squeeze(2)
+        cos = dots / (batch.cands.norm(dim=2) * qnorm.unsqueeze(1))
         scores = cfg.alpha * cos + (1.0 - cfg.alpha) * sim_geo
-        out = torch.zeros_like(batch.scores).scatter(1, index, scores.to(batch.scores.dtype))
-        keep = torch.zeros_like(batch.mask).scatter(1, index, pool)
-        return RerankResult.from_scores(out, keep)
+        return RerankResult.from_scores(scores, pool)

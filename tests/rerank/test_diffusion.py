@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
+from pathlib import Path
+
 import networkx as nx
 import numpy as np
 import pytest
 import torch
+import yaml
 
 from georag.rerank.base import CandidateBatch
 from georag.rerank.diffusion import DiffusionConfig, DiffusionReranker
@@ -124,3 +128,10 @@ def test_deterministic_and_pure():
     first, second = DiffusionReranker()(batch), DiffusionReranker()(batch)
     assert torch.equal(first.scores, second.scores) and torch.equal(first.keep, second.keep)
     assert torch.equal(before[0], batch.cands) and torch.equal(before[1], batch.scores)
+
+
+def test_yaml_matches_config():
+    path = Path(__file__).resolve().parents[2] / "configs" / "rerank" / "diffusion.yaml"
+    config = yaml.safe_load(path.read_text())
+    assert config["method"] == DiffusionReranker.name
+    assert config["options"] == dataclasses.asdict(DiffusionConfig())

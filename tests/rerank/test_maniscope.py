@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
+from pathlib import Path
+
 import networkx as nx
 import numpy as np
 import pytest
 import torch
+import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -188,3 +192,10 @@ def test_deterministic_and_pure():
     first, second = Maniscope()(batch), Maniscope()(batch)
     assert torch.equal(first.scores, second.scores) and torch.equal(first.keep, second.keep)
     assert torch.equal(before, batch.cands)
+
+
+def test_yaml_matches_config():
+    path = Path(__file__).resolve().parents[2] / "configs" / "rerank" / "maniscope.yaml"
+    config = yaml.safe_load(path.read_text())
+    assert config["method"] == Maniscope.name
+    assert config["options"] == dataclasses.asdict(ManiscopeConfig())
