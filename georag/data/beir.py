@@ -125,13 +125,20 @@ def read_qrels(path: Path) -> dict[str, dict[str, int]]:
             try:
                 relevance = int(float(score))
             except ValueError:
-                raise DataFormatError(f"{path}:{line_no}: score {score!r} is not a number") from None
+                raise DataFormatError(
+                    f"{path}:{line_no}: score {score!r} is not a number"
+                ) from None
             qrels.setdefault(query_id, {})[doc_id] = relevance
     return qrels
 
 
-def resolve_dataset(name_or_path: str | os.PathLike, data_dir: str | os.PathLike | None = None,
-                    *, download: bool = True, cache_dir: str | os.PathLike | None = None) -> Path:
+def resolve_dataset(
+    name_or_path: str | os.PathLike,
+    data_dir: str | os.PathLike | None = None,
+    *,
+    download: bool = True,
+    cache_dir: str | os.PathLike | None = None,
+) -> Path:
     """Find a data set folder.
 
     Parameters
@@ -169,9 +176,14 @@ def default_cache_dir() -> Path:
     return Path(os.environ.get("GEORAG_CACHE") or Path.home() / ".cache" / "georag")
 
 
-def load_beir(name_or_path: str | os.PathLike, *, split: str = "test",
-              data_dir: str | os.PathLike | None = None, download: bool = True,
-              cache_dir: str | os.PathLike | None = None) -> BeirDataset:
+def load_beir(
+    name_or_path: str | os.PathLike,
+    *,
+    split: str = "test",
+    data_dir: str | os.PathLike | None = None,
+    download: bool = True,
+    cache_dir: str | os.PathLike | None = None,
+) -> BeirDataset:
     """Load a BEIR data set and check that its files agree.
 
     Only the queries judged in ``qrels/<split>.tsv`` are kept. Raises

@@ -56,7 +56,7 @@ def chunk_documents(docs: dict[str, str], *, window: int = 300, overlap: int = 6
         words = text.split()
         starts = range(0, max(len(words) - overlap, 1), stride)
         for k, start in enumerate(starts):
-            texts.append(" ".join(words[start:start + window]))
+            texts.append(" ".join(words[start : start + window]))
             doc_ids.append(doc_id)
             chunk_ids.append(f"{doc_id}#{k}")
     return Chunks(texts, doc_ids, chunk_ids)

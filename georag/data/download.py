@@ -29,14 +29,19 @@ def download_and_extract(url: str, cache_dir: Path, name: str, *, timeout: float
     with tempfile.TemporaryDirectory(dir=cache_dir, prefix=f".{name}-") as tmp:
         archive = Path(tmp) / f"{name}.zip"
         try:
-            with urllib.request.urlopen(url, timeout=timeout) as response, archive.open("wb") as out:
+            with (
+                urllib.request.urlopen(url, timeout=timeout) as response,
+                archive.open("wb") as out,
+            ):
                 total = int(response.headers.get("Content-Length") or 0) or None
                 with tqdm(total=total, unit="B", unit_scale=True, desc=f"download {name}") as bar:
                     while chunk := response.read(1 << 20):
                         out.write(chunk)
                         bar.update(len(chunk))
         except OSError as err:
-            raise ValueError(f"name_or_path: could not download {name!r} from {url}: {err}") from None
+            raise ValueError(
+                f"name_or_path: could not download {name!r} from {url}: {err}"
+            ) from None
         if not zipfile.is_zipfile(archive):
             raise ValueError(f"name_or_path: {url} did not return a zip archive")
         extracted = Path(tmp) / "extracted"

@@ -17,13 +17,19 @@ __all__ = ["evaluate", "per_query", "mrr_at_k", "Run", "Qrels"]
 Run = dict[str, dict[str, float]]
 Qrels = dict[str, dict[str, int]]
 
-_FRIENDLY = {"ndcg": "ndcg_cut_{k}", "recall": "recall_{k}", "map": "map_cut_{k}",
-             "p": "P_{k}", "precision": "P_{k}"}
+_FRIENDLY = {
+    "ndcg": "ndcg_cut_{k}",
+    "recall": "recall_{k}",
+    "map": "map_cut_{k}",
+    "p": "P_{k}",
+    "precision": "P_{k}",
+}
 
 
 def _truncate(run: Run, k: int) -> Run:
-    return {qid: dict(sorted(docs.items(), key=lambda item: -item[1])[:k])
-            for qid, docs in run.items()}
+    return {
+        qid: dict(sorted(docs.items(), key=lambda item: -item[1])[:k]) for qid, docs in run.items()
+    }
 
 
 def _parse(name: str) -> tuple[str, int | None]:
@@ -56,8 +62,9 @@ def per_query(run: Run, qrels: Qrels, metrics: Iterable[str]) -> dict[str, dict[
     return results
 
 
-def evaluate(run: Run, qrels: Qrels,
-             metrics: Iterable[str] = ("ndcg@10", "recall@100", "mrr@10")) -> dict[str, float]:
+def evaluate(
+    run: Run, qrels: Qrels, metrics: Iterable[str] = ("ndcg@10", "recall@100", "mrr@10")
+) -> dict[str, float]:
     """Mean of each metric over every judged query.
 
     Examples

@@ -14,8 +14,18 @@ from georag.retrieval.cache import atomic_write_bytes
 
 __all__ = ["write_reports", "markdown_table", "environment"]
 
-COLUMNS = ("dataset", "method", "ndcg@10", "recall@10", "recall@100", "mrr@10",
-           "kept_mean", "ms_per_query", "queries_per_s", "first_stage_ms_per_query")
+COLUMNS = (
+    "dataset",
+    "method",
+    "ndcg@10",
+    "recall@10",
+    "recall@100",
+    "mrr@10",
+    "kept_mean",
+    "ms_per_query",
+    "queries_per_s",
+    "first_stage_ms_per_query",
+)
 
 
 def _fmt(value: object) -> str:
@@ -36,11 +46,15 @@ def environment() -> dict[str, str]:
     import faiss
     import transformers
 
-    return {"python": platform.python_version(), "torch": torch.__version__,
-            "transformers": transformers.__version__, "faiss": faiss.__version__,
-            "machine": f"{platform.machine()} {platform.processor() or ''}".strip(),
-            "cuda": torch.cuda.get_device_name(0) if torch.cuda.is_available() else "none",
-            "threads": str(torch.get_num_threads())}
+    return {
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "faiss": faiss.__version__,
+        "machine": f"{platform.machine()} {platform.processor() or ''}".strip(),
+        "cuda": torch.cuda.get_device_name(0) if torch.cuda.is_available() else "none",
+        "threads": str(torch.get_num_threads()),
+    }
 
 
 def write_reports(rows: list[dict], out: Path, *, config: dict | None = None) -> None:
@@ -50,8 +64,11 @@ def write_reports(rows: list[dict], out: Path, *, config: dict | None = None) ->
     atomic_write_bytes(out / "results.json", lambda tmp: tmp.write_text(payload))
     header = ""
     if config is not None:
-        header = ("```\n" + json.dumps({"config": config, "environment": environment()},
-                                       indent=2) + "\n```\n\n")
+        header = (
+            "```\n"
+            + json.dumps({"config": config, "environment": environment()}, indent=2)
+            + "\n```\n\n"
+        )
     table = markdown_table(rows)
     atomic_write_bytes(out / "results.md", lambda tmp: tmp.write_text(header + table))
     buffer = io.StringIO()

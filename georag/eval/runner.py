@@ -57,17 +57,27 @@ class EvalConfig:
 
 
 def _apply(reranker: Reranker, batch: CandidateBatch, batch_size: int) -> RerankResult:
-    parts = [reranker(batch.slice(start, start + batch_size))
-             for start in range(0, batch.batch_size, batch_size)]
-    return RerankResult(scores=torch.cat([p.scores for p in parts]),
-                        keep=torch.cat([p.keep for p in parts]))
+    parts = [
+        reranker(batch.slice(start, start + batch_size))
+        for start in range(0, batch.batch_size, batch_size)
+    ]
+    return RerankResult(
+        scores=torch.cat([p.scores for p in parts]), keep=torch.cat([p.keep for p in parts])
+    )
 
 
-def evaluate_methods(batch: CandidateBatch, qrels: dict[str, dict[str, int]],
-                     methods: list[str], *, dataset: str, out: Path | None = None,
-                     batch_size: int = 256, latency_samples: int = 50,
-                     method_options: dict[str, dict] | None = None,
-                     first_stage_ms: float | None = None) -> list[dict]:
+def evaluate_methods(
+    batch: CandidateBatch,
+    qrels: dict[str, dict[str, int]],
+    methods: list[str],
+    *,
+    dataset: str,
+    out: Path | None = None,
+    batch_size: int = 256,
+    latency_samples: int = 50,
+    method_options: dict[str, dict] | None = None,
+    first_stage_ms: float | None = None,
+) -> list[dict]:
     """Run each method over ``batch`` and score it.
 
     Returns
@@ -79,26 +89,35 @@ def evaluate_methods(batch: CandidateBatch, qrels: dict[str, dict[str, int]],
     rows = []
     for spec in tqdm(methods, desc=f"{dataset}: methods"):
         reranker = make_reranker(spec, method_options)
-        result, seconds = timed(lambda: _apply(reranker, batch, batch_size))
-        ms = median_single_ms(lambda i: reranker(batch.slice(i, i + 1)), batch.batch_size,
-                              samples=latency_samples)
+        result, seconds = timed(lambda stage=reranker: _apply(stage, batch, batch_size))
+        ms = median_single_ms(
+            lambda i, stage=reranker: stage(batch.slice(i, i + 1)),
+            batch.batch_size,
+            samples=latency_samples,
+        )
         run = result.to_run(batch)
         if out is not None:
             write_run(run, out / f"{dataset}.{spec}.trec", tag=spec)
-        rows.append({
-            "dataset": dataset, "method": spec, **evaluate(run, qrels, METRICS),
-            "ms_per_query": ms, "queries_per_s": batch.batch_size / max(seconds, 1e-12),
-            "first_stage_ms_per_query": first_stage_ms,
-            "kept_mean": result.keep.sum(1).float().mean().item(),
-            "num_queries": batch.batch_size,
-        })
+        rows.append(
+            {
+                "dataset": dataset,
+                "method": spec,
+                **evaluate(run, qrels, METRICS),
+                "ms_per_query": ms,
+                "queries_per_s": batch.batch_size / max(seconds, 1e-12),
+                "first_stage_ms_per_query": first_stage_ms,
+                "kept_mean": result.keep.sum(1).float().mean().item(),
+                "num_queries": batch.batch_size,
+            }
+        )
     return rows
 
 
 def _first_stage_ms(stage: FirstStage, dataset: BeirDataset, samples: int) -> float:
     ids = list(dataset.queries)
     return median_single_ms(
-        lambda i: stage.retrieve([ids[i]], [dataset.queries[ids[i]]]), len(ids), samples=samples)
+        lambda i: stage.retrieve([ids[i]], [dataset.queries[ids[i]]]), len(ids), samples=samples
+    )
 
 
 def run_eval(config: EvalConfig, *, encoder: TextEncoder | None = None) -> list[dict]:
@@ -111,27 +130,48 @@ def run_eval(config: EvalConfig, *, encoder: TextEncoder | None = None) -> list[
 
     dataset = load_beir(config.dataset, split=config.split, data_dir=config.data_dir)
     if config.max_queries is not None:
-        keep = list(dataset.queries)[:config.max_queries]
-        dataset = BeirDataset(dataset.name, dataset.corpus, {q: dataset.queries[q] for q in keep},
-                              {q: dataset.qrels[q] for q in keep})
+        keep = list(dataset.queries)[: config.max_queries]
+        dataset = BeirDataset(
+            dataset.name,
+            dataset.corpus,
+            {q: dataset.queries[q] for q in keep},
+            {q: dataset.qrels[q] for q in keep},
+        )
     encoder = encoder or TextEncoder(config.model)
-    stage = FirstStage(dataset, FirstStageConfig(first_stage=config.first_stage,
-                                                 top_m=config.top_m, index_kind=config.index_kind,
-                                                 fusion=config.fusion),
-                       encoder=encoder, cache_dir=config.cache_dir)
+    stage = FirstStage(
+        dataset,
+        FirstStageConfig(
+            first_stage=config.first_stage,
+            top_m=config.top_m,
+            index_kind=config.index_kind,
+            fusion=config.fusion,
+        ),
+        encoder=encoder,
+        cache_dir=config.cache_dir,
+    )
     log.info("corpus embeddings %s", "loaded from cache" if stage.cache_hit else "computed")
     ids = list(dataset.queries)
     batch = stage.retrieve(ids, [dataset.queries[q] for q in ids], with_texts=True)
     first_ms = _first_stage_ms(stage, dataset, min(config.latency_samples, 20))
     out = Path(config.out)
     out.mkdir(parents=True, exist_ok=True)
-    rows = evaluate_methods(batch, dataset.qrels, config.methods, dataset=dataset.name, out=out,
-                            batch_size=config.batch_size, latency_samples=config.latency_samples,
-                            method_options=config.method_options, first_stage_ms=first_ms)
+    rows = evaluate_methods(
+        batch,
+        dataset.qrels,
+        config.methods,
+        dataset=dataset.name,
+        out=out,
+        batch_size=config.batch_size,
+        latency_samples=config.latency_samples,
+        method_options=config.method_options,
+        first_stage_ms=first_ms,
+    )
     for row in rows:
-        row.update(first_stage=config.first_stage, top_m=config.top_m, model=config.model,
-                   cache_hit=stage.cache_hit)
+        row.update(
+            first_stage=config.first_stage,
+            top_m=config.top_m,
+            model=config.model,
+            cache_hit=stage.cache_hit,
+        )
     write_reports(rows, out, config=asdict(config))
     return rows
-
-

@@ -29,8 +29,9 @@ def timed(fn: Callable[[], T]) -> tuple[T, float]:
     return out, time.perf_counter() - start
 
 
-def median_single_ms(run_query: Callable[[int], object], num_queries: int, *,
-                     samples: int = 50, warmup: int = 2) -> float:
+def median_single_ms(
+    run_query: Callable[[int], object], num_queries: int, *, samples: int = 50, warmup: int = 2
+) -> float:
     """Median milliseconds of ``run_query(i)`` over up to ``samples`` queries spread evenly.
 
     Parameters
@@ -47,6 +48,8 @@ def median_single_ms(run_query: Callable[[int], object], num_queries: int, *,
     for i in range(min(warmup, num_queries)):
         run_query(i)
     step = max(1, num_queries // samples)
-    times = [timed(lambda i=i: run_query(i))[1] * 1e3
-             for i in list(range(0, num_queries, step))[:samples]]
+    times = [
+        timed(lambda i=i: run_query(i))[1] * 1e3
+        for i in list(range(0, num_queries, step))[:samples]
+    ]
     return statistics.median(times)

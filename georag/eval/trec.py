@@ -16,8 +16,10 @@ def write_run(run: Run, path: str | os.PathLike, *, tag: str = "georag") -> None
     lines = []
     for qid, docs in run.items():
         ranked = sorted(docs.items(), key=lambda item: -item[1])
-        lines.extend(f"{qid} Q0 {doc} {rank} {score:.6f} {tag}"
-                     for rank, (doc, score) in enumerate(ranked, start=1))
+        lines.extend(
+            f"{qid} Q0 {doc} {rank} {score:.6f} {tag}"
+            for rank, (doc, score) in enumerate(ranked, start=1)
+        )
     text = "\n".join(lines) + ("\n" if lines else "")
     atomic_write_bytes(Path(path), lambda tmp: tmp.write_text(text, encoding="utf-8"))
 

@@ -162,7 +162,9 @@ class RerankResult:
         """Build a result, setting the score of every dropped candidate to ``-inf``."""
         return cls(scores=scores.masked_fill(~keep, -math.inf), keep=keep)
 
-    def to_run(self, batch: CandidateBatch, top_k: int | None = None) -> dict[str, dict[str, float]]:
+    def to_run(
+        self, batch: CandidateBatch, top_k: int | None = None
+    ) -> dict[str, dict[str, float]]:
         """Convert to a TREC-style run ``{query_id: {doc_id: score}}`` of the kept candidates.
 
         Parameters

@@ -38,15 +38,23 @@ class CrossEncoderReranker:
 
     name = "ce"
 
-    def __init__(self, config: CrossEncoderConfig | None = None, *,
-                 device: str | torch.device | None = None, model=None, tokenizer=None) -> None:
+    def __init__(
+        self,
+        config: CrossEncoderConfig | None = None,
+        *,
+        device: str | torch.device | None = None,
+        model=None,
+        tokenizer=None,
+    ) -> None:
         from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
         self.config = config or CrossEncoderConfig()
         self.device = torch.device(device) if device is not None else default_device()
         path = resolve_model_path(self.config.model)
         self.tokenizer = tokenizer or AutoTokenizer.from_pretrained(path)
-        self.model = (model or AutoModelForSequenceClassification.from_pretrained(path)).to(self.device)
+        self.model = (model or AutoModelForSequenceClassification.from_pretrained(path)).to(
+            self.device
+        )
         self.model.eval()
         if self.model.config.num_labels not in (1, 2):
             raise ValueError(f"model: expected 1 or 2 labels, got {self.model.config.num_labels}")
@@ -56,9 +64,14 @@ class CrossEncoderReranker:
         out = []
         for start in range(0, len(queries), self.config.batch_size):
             stop = start + self.config.batch_size
-            inputs = self.tokenizer(queries[start:stop], passages[start:stop], padding=True,
-                                    truncation=True, max_length=self.config.max_length,
-                                    return_tensors="pt").to(self.device)
+            inputs = self.tokenizer(
+                queries[start:stop],
+                passages[start:stop],
+                padding=True,
+                truncation=True,
+                max_length=self.config.max_length,
+                return_tensors="pt",
+            ).to(self.device)
             logits = self.model(**inputs).logits.float()
             out.append(logits[:, 0] if logits.shape[1] == 1 else logits[:, 1] - logits[:, 0])
         return torch.cat(out) if out else torch.empty(0)

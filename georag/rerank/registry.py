@@ -19,6 +19,9 @@ __all__ = ["available_methods", "make_reranker"]
 _METHODS: dict[str, tuple[str, str, str | None]] = {
     "none": ("georag.rerank.base", "IdentityReranker", None),
     "ce": ("georag.rerank.cross_encoder", "CrossEncoderReranker", "CrossEncoderConfig"),
+    "diffusion": ("georag.rerank.diffusion", "DiffusionReranker", "DiffusionConfig"),
+    "maniscope": ("georag.rerank.maniscope", "Maniscope", "ManiscopeConfig"),
+    "hyte": ("georag.rerank.hyte", "HyTEReranker", "HyTEConfig"),
 }
 
 
@@ -77,5 +80,3 @@ def make_reranker(spec: str, options: dict[str, dict] | None = None) -> Reranker
     if len(stages) == 1:
         return stages[0]
     return RerankPipeline(stages)
-
-

@@ -37,8 +37,9 @@ def tokenize(texts: list[str], tokenizer: str = "default") -> list[list[str]]:
         stemmer = Stemmer.Stemmer("english").stemWords
     else:
         raise ValueError(f"tokenizer must be one of {TOKENIZERS}, got {tokenizer!r}")
-    return bm25s.tokenize(texts, stopwords="en", stemmer=stemmer, return_ids=False,
-                          show_progress=False)
+    return bm25s.tokenize(
+        texts, stopwords="en", stemmer=stemmer, return_ids=False, show_progress=False
+    )
 
 
 class BM25Index:
@@ -50,8 +51,9 @@ class BM25Index:
         self.k1, self.b, self.tokenizer = k1, b, tokenizer
 
     @classmethod
-    def build(cls, texts: list[str], *, k1: float = 1.2, b: float = 0.75,
-              tokenizer: str = "default") -> BM25Index:
+    def build(
+        cls, texts: list[str], *, k1: float = 1.2, b: float = 0.75, tokenizer: str = "default"
+    ) -> BM25Index:
         """Index ``texts`` (N documents)."""
         import bm25s
 
@@ -84,8 +86,9 @@ class BM25Index:
         indices = torch.arange(k).repeat(len(queries), 1)
         known = [row for row, query in enumerate(tokens) if query]
         if known:
-            found, found_scores = self.retriever.retrieve([tokens[r] for r in known], k=k,
-                                                          show_progress=False)
+            found, found_scores = self.retriever.retrieve(
+                [tokens[r] for r in known], k=k, show_progress=False
+            )
             scores[known] = torch.from_numpy(np.asarray(found_scores, dtype=np.float32))
             indices[known] = torch.from_numpy(np.asarray(found, dtype=np.int64))
         return scores, indices
@@ -97,8 +100,13 @@ class BM25Index:
         tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}."))
         try:
             self.retriever.save(str(tmp))
-            meta = {"format": "georag-bm25-v1", "num_docs": self.num_docs, "k1": self.k1,
-                    "b": self.b, "tokenizer": self.tokenizer}
+            meta = {
+                "format": "georag-bm25-v1",
+                "num_docs": self.num_docs,
+                "k1": self.k1,
+                "b": self.b,
+                "tokenizer": self.tokenizer,
+            }
             (tmp / "georag_bm25.json").write_text(json.dumps(meta))
             if target.exists():
                 old = target.with_name(f".{target.name}.old")
@@ -127,5 +135,6 @@ class BM25Index:
             retriever = bm25s.BM25.load(str(path))
         except (OSError, ValueError) as err:
             raise ValueError(f"path: cannot read the BM25 index at {path}: {err}") from None
-        return cls(retriever, meta["num_docs"], k1=meta["k1"], b=meta["b"],
-                   tokenizer=meta["tokenizer"])
+        return cls(
+            retriever, meta["num_docs"], k1=meta["k1"], b=meta["b"], tokenizer=meta["tokenizer"]
+        )

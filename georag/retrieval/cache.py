@@ -71,8 +71,9 @@ class EmbeddingCache:
     @staticmethod
     def key(model: str, texts: Sequence[str], **settings: object) -> str:
         """A stable key for ``model`` over ``texts`` with extra ``settings`` (chunking...)."""
-        parts = json.dumps({"model": model, "texts": content_hash(texts), **settings},
-                           sort_keys=True, default=str)
+        parts = json.dumps(
+            {"model": model, "texts": content_hash(texts), **settings}, sort_keys=True, default=str
+        )
         return hashlib.sha256(parts.encode()).hexdigest()[:32]
 
     def path(self, key: str) -> Path:
@@ -117,8 +118,12 @@ class EmbeddingCache:
         if embeddings.dim() != 2:
             raise ValueError(f"embeddings must be (N, D), got {tuple(embeddings.shape)}")
         array = np.ascontiguousarray(embeddings.detach().cpu().float().numpy())
-        header = {"format": FORMAT, "key": key, "shape": list(array.shape),
-                  "sha256": hashlib.sha256(array.tobytes()).hexdigest()}
+        header = {
+            "format": FORMAT,
+            "key": key,
+            "shape": list(array.shape),
+            "sha256": hashlib.sha256(array.tobytes()).hexdigest(),
+        }
         header_bytes = np.frombuffer(json.dumps(header).encode(), dtype=np.uint8)
 
         def write(tmp: Path) -> None:
@@ -129,8 +134,9 @@ class EmbeddingCache:
         atomic_write_bytes(path, write)
         return path
 
-    def get_or_compute(self, key: str, rows: int,
-                       compute: Callable[[], torch.Tensor]) -> tuple[torch.Tensor, bool]:
+    def get_or_compute(
+        self, key: str, rows: int, compute: Callable[[], torch.Tensor]
+    ) -> tuple[torch.Tensor, bool]:
         """Load ``key`` or compute and store it. Returns ``(embeddings, was_cached)``."""
         cached = self.load(key, rows=rows)
         if cached is not None:

@@ -16,7 +16,13 @@ from georag.retrieval.dense import DenseIndex
 from georag.retrieval.encoder import TextEncoder
 from georag.retrieval.hybrid import fuse
 
-__all__ = ["FirstStage", "FirstStageConfig", "build_candidate_pool", "corpus_units"]
+__all__ = [
+    "FirstStage",
+    "FirstStageConfig",
+    "build_candidate_pool",
+    "corpus_units",
+    "corpus_embeddings",
+]
 
 FIRST_STAGES = ("dense", "bm25", "hybrid")
 
@@ -68,6 +74,26 @@ def corpus_units(dataset: BeirDataset, config: FirstStageConfig) -> Chunks:
     return chunk_documents(texts, window=config.chunk_window, overlap=config.chunk_overlap)
 
 
+def corpus_embeddings(
+    texts: list[str],
+    encoder: TextEncoder,
+    *,
+    cache_dir: str | os.PathLike | None = None,
+    window: int | None = None,
+    overlap: int = 0,
+) -> tuple[torch.Tensor, bool]:
+    """Embeddings of ``texts`` (N, D), from the cache when present, else encoded and stored.
+
+    The cache key covers the model, the texts, the model's max sequence length and the
+    chunking. Returns ``(embeddings, cache_hit)``.
+    """
+    cache = EmbeddingCache(cache_dir or default_cache_dir() / "embeddings")
+    key = EmbeddingCache.key(
+        encoder.name, texts, max_seq_length=encoder.max_seq_length, window=window, overlap=overlap
+    )
+    return cache.get_or_compute(key, len(texts), lambda: encoder.encode(texts, desc="corpus"))
+
+
 class FirstStage:
     """Indexes a corpus once and retrieves candidate batches for any queries.
 
@@ -82,31 +108,46 @@ class FirstStage:
         Embedding cache; defaults to ``$GEORAG_CACHE/embeddings``.
     """
 
-    def __init__(self, dataset: BeirDataset, config: FirstStageConfig | None = None, *,
-                 encoder: TextEncoder | None = None,
-                 cache_dir: str | os.PathLike | None = None) -> None:
+    def __init__(
+        self,
+        dataset: BeirDataset,
+        config: FirstStageConfig | None = None,
+        *,
+        encoder: TextEncoder | None = None,
+        cache_dir: str | os.PathLike | None = None,
+    ) -> None:
         self.dataset = dataset
         self.config = config or FirstStageConfig()
         self.encoder = encoder or TextEncoder()
         self.units = corpus_units(dataset, self.config)
-        cache = EmbeddingCache(cache_dir or default_cache_dir() / "embeddings")
-        key = EmbeddingCache.key(self.encoder.name, self.units.texts,
-                                 max_seq_length=self.encoder.max_seq_length,
-                                 window=self.config.chunk_window, overlap=self.config.chunk_overlap)
-        self.embeddings, self.cache_hit = cache.get_or_compute(
-            key, len(self.units), lambda: self.encoder.encode(self.units.texts, desc="corpus"))
+        self.embeddings, self.cache_hit = corpus_embeddings(
+            self.units.texts,
+            self.encoder,
+            cache_dir=cache_dir,
+            window=self.config.chunk_window,
+            overlap=self.config.chunk_overlap,
+        )
         self.dense: DenseIndex | None = None
         self.bm25: BM25Index | None = None
         if self.config.first_stage in ("dense", "hybrid"):
-            self.dense = DenseIndex(self.embeddings.shape[1], kind=self.config.index_kind,
-                                    nlist=self.config.nlist, nprobe=self.config.nprobe)
+            self.dense = DenseIndex(
+                self.embeddings.shape[1],
+                kind=self.config.index_kind,
+                nlist=self.config.nlist,
+                nprobe=self.config.nprobe,
+            )
             self.dense.add(self.embeddings)
         if self.config.first_stage in ("bm25", "hybrid"):
             self.bm25 = BM25Index.build(self.units.texts, tokenizer=self.config.bm25_tokenizer)
 
-    def retrieve(self, query_ids: list[str], query_texts: list[str], *,
-                 query_embeddings: torch.Tensor | None = None,
-                 with_texts: bool = False) -> CandidateBatch:
+    def retrieve(
+        self,
+        query_ids: list[str],
+        query_texts: list[str],
+        *,
+        query_embeddings: torch.Tensor | None = None,
+        with_texts: bool = False,
+    ) -> CandidateBatch:
         """Retrieve the top-M candidates of each query.
 
         Parameters
@@ -118,8 +159,10 @@ class FirstStage:
             Attach query and candidate texts (for text-based second stages).
         """
         if len(query_ids) != len(query_texts):
-            raise ValueError(f"query_ids ({len(query_ids)}) and query_texts "
-                             f"({len(query_texts)}) differ in length")
+            raise ValueError(
+                f"query_ids ({len(query_ids)}) and query_texts "
+                f"({len(query_texts)}) differ in length"
+            )
         if not query_ids:
             raise ValueError("query_ids: no queries to retrieve for")
         if query_embeddings is None:
@@ -130,41 +173,64 @@ class FirstStage:
         elif self.config.first_stage == "bm25":
             scores, indices = self.bm25.search(query_texts, m)
         else:
-            scores, indices = fuse(self.dense.search(query_embeddings, m),
-                                   self.bm25.search(query_texts, m),
-                                   num_docs=len(self.units), top_m=m,
-                                   method=self.config.fusion, alpha=self.config.alpha,
-                                   rrf_k=self.config.rrf_k)
+            scores, indices = fuse(
+                self.dense.search(query_embeddings, m),
+                self.bm25.search(query_texts, m),
+                num_docs=len(self.units),
+                top_m=m,
+                method=self.config.fusion,
+                alpha=self.config.alpha,
+                rrf_k=self.config.rrf_k,
+            )
         return self._batch(query_ids, query_texts, query_embeddings, scores, indices, with_texts)
 
-    def _batch(self, query_ids, query_texts, query_embeddings, scores, indices,
-               with_texts) -> CandidateBatch:
+    def _batch(
+        self, query_ids, query_texts, query_embeddings, scores, indices, with_texts
+    ) -> CandidateBatch:
         mask = indices >= 0
         safe = indices.clamp_min(0)
         cands = self.embeddings[safe]
-        doc_ids = [[self.units.doc_ids[j] if ok else "" for j, ok in zip(row, valid)]
-                   for row, valid in zip(safe.tolist(), mask.tolist())]
+        doc_ids = [
+            [self.units.doc_ids[j] if ok else "" for j, ok in zip(row, valid)]
+            for row, valid in zip(safe.tolist(), mask.tolist())
+        ]
         cand_texts = None
         if with_texts:
-            cand_texts = [[self.units.texts[j] if ok else "" for j, ok in zip(row, valid)]
-                          for row, valid in zip(safe.tolist(), mask.tolist())]
+            cand_texts = [
+                [self.units.texts[j] if ok else "" for j, ok in zip(row, valid)]
+                for row, valid in zip(safe.tolist(), mask.tolist())
+            ]
         return CandidateBatch(
-            query=query_embeddings.float(), cands=cands,
-            scores=scores.masked_fill(~mask, 0.0), mask=mask,
-            query_ids=list(query_ids), doc_ids=doc_ids,
-            query_texts=list(query_texts) if with_texts else None, cand_texts=cand_texts)
+            query=query_embeddings.float(),
+            cands=cands,
+            scores=scores.masked_fill(~mask, 0.0),
+            mask=mask,
+            query_ids=list(query_ids),
+            doc_ids=doc_ids,
+            query_texts=list(query_texts) if with_texts else None,
+            cand_texts=cand_texts,
+        )
 
 
-def build_candidate_pool(dataset: BeirDataset, *, first_stage: str = "dense", top_m: int = 100,
-                         encoder: TextEncoder | None = None,
-                         cache_dir: str | os.PathLike | None = None,
-                         with_texts: bool = False, **config: object) -> CandidateBatch:
+def build_candidate_pool(
+    dataset: BeirDataset,
+    *,
+    first_stage: str = "dense",
+    top_m: int = 100,
+    encoder: TextEncoder | None = None,
+    cache_dir: str | os.PathLike | None = None,
+    with_texts: bool = False,
+    **config: object,
+) -> CandidateBatch:
     """Candidates for every judged query of ``dataset`` in one :class:`CandidateBatch`.
 
     Extra keyword arguments go to :class:`FirstStageConfig`.
     """
-    stage = FirstStage(dataset, FirstStageConfig(first_stage=first_stage, top_m=top_m, **config),
-                       encoder=encoder, cache_dir=cache_dir)
+    stage = FirstStage(
+        dataset,
+        FirstStageConfig(first_stage=first_stage, top_m=top_m, **config),
+        encoder=encoder,
+        cache_dir=cache_dir,
+    )
     query_ids = list(dataset.queries)
-    return stage.retrieve(query_ids, [dataset.queries[q] for q in query_ids],
-                          with_texts=with_texts)
+    return stage.retrieve(query_ids, [dataset.queries[q] for q in query_ids], with_texts=with_texts)

@@ -1,4 +1,4 @@
-"""A faiss inner-product index: exact (Flat) or IVF-Flat, on GPU when faiss-gpu and CUDA are present."""
+"""A faiss inner-product index: exact (Flat) or IVF-Flat; GPU with faiss-gpu and CUDA."""
 
 from __future__ import annotations
 
@@ -53,8 +53,15 @@ class DenseIndex:
         Default: GPU when available.
     """
 
-    def __init__(self, dim: int, *, kind: str = "flat", nlist: int = 128, nprobe: int = 10,
-                 use_gpu: bool | None = None) -> None:
+    def __init__(
+        self,
+        dim: int,
+        *,
+        kind: str = "flat",
+        nlist: int = 128,
+        nprobe: int = 10,
+        use_gpu: bool | None = None,
+    ) -> None:
         if dim <= 0:
             raise ValueError(f"dim must be positive, got {dim}")
         if kind not in ("flat", "ivf"):
@@ -66,8 +73,9 @@ class DenseIndex:
         if kind == "flat":
             index = faiss.IndexFlatIP(dim)
         else:
-            index = faiss.IndexIVFFlat(faiss.IndexFlatIP(dim), dim, nlist,
-                                       faiss.METRIC_INNER_PRODUCT)
+            index = faiss.IndexIVFFlat(
+                faiss.IndexFlatIP(dim), dim, nlist, faiss.METRIC_INNER_PRODUCT
+            )
         self._set_index(index, faiss_gpu_available() if use_gpu is None else use_gpu)
 
     def _set_index(self, cpu_index, use_gpu: bool) -> None:
@@ -92,12 +100,16 @@ class DenseIndex:
         array = _as_float32("embeddings", embeddings, self.dim)
         if not self.index.is_trained:
             if array.shape[0] < self.nlist:
-                raise ValueError(f"embeddings: IVF training needs at least nlist={self.nlist} "
-                                 f"vectors, got {array.shape[0]}")
+                raise ValueError(
+                    f"embeddings: IVF training needs at least nlist={self.nlist} "
+                    f"vectors, got {array.shape[0]}"
+                )
             self.index.train(array)
         self.index.add(array)
 
-    def search(self, queries: torch.Tensor | np.ndarray, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    def search(
+        self, queries: torch.Tensor | np.ndarray, k: int
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """Top-``k`` by inner product.
 
         Returns
@@ -113,7 +125,9 @@ class DenseIndex:
         array = _as_float32("queries", queries, self.dim)
         scores, indices = self.index.search(array, min(k, self.size))
         scores = np.where(indices < 0, -np.inf, scores)
-        return torch.from_numpy(scores.astype(np.float32)), torch.from_numpy(indices.astype(np.int64))
+        return torch.from_numpy(scores.astype(np.float32)), torch.from_numpy(
+            indices.astype(np.int64)
+        )
 
     def save(self, path: str | os.PathLike) -> None:
         """Write the index atomically (a GPU index is copied to CPU first)."""

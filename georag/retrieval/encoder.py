@@ -65,9 +65,14 @@ class TextEncoder:
         Show a progress bar while encoding.
     """
 
-    def __init__(self, model_name_or_path: str = DEFAULT_MODEL, *,
-                 device: str | torch.device | None = None, batch_size: int = 64,
-                 show_progress: bool = True) -> None:
+    def __init__(
+        self,
+        model_name_or_path: str = DEFAULT_MODEL,
+        *,
+        device: str | torch.device | None = None,
+        batch_size: int = 64,
+        show_progress: bool = True,
+    ) -> None:
         from sentence_transformers import SentenceTransformer
 
         if batch_size <= 0:
@@ -76,8 +81,9 @@ class TextEncoder:
         self.device = torch.device(device) if device is not None else default_device()
         self.batch_size = batch_size
         self.show_progress = show_progress
-        self.model = SentenceTransformer(resolve_model_path(model_name_or_path),
-                                         device=str(self.device))
+        self.model = SentenceTransformer(
+            resolve_model_path(model_name_or_path), device=str(self.device)
+        )
         if self.device.type == "cuda":
             self.model.half()
         self.model.eval()
@@ -105,7 +111,9 @@ class TextEncoder:
             return torch.empty(0, self.dim)
         with torch.inference_mode():
             embeddings = self.model.encode(
-                list(texts), batch_size=self.batch_size, convert_to_tensor=True,
+                list(texts),
+                batch_size=self.batch_size,
+                convert_to_tensor=True,
                 normalize_embeddings=True,
                 show_progress_bar=self.show_progress and len(texts) > self.batch_size,
             )

@@ -14,9 +14,16 @@ def _minmax(scores: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
     return ((scores - low) / span).masked_fill(~valid, 0.0)
 
 
-def fuse(first: tuple[torch.Tensor, torch.Tensor], second: tuple[torch.Tensor, torch.Tensor],
-         *, num_docs: int, top_m: int, method: str = "rrf", alpha: float = 0.5,
-         rrf_k: int = 60) -> tuple[torch.Tensor, torch.Tensor]:
+def fuse(
+    first: tuple[torch.Tensor, torch.Tensor],
+    second: tuple[torch.Tensor, torch.Tensor],
+    *,
+    num_docs: int,
+    top_m: int,
+    method: str = "rrf",
+    alpha: float = 0.5,
+    rrf_k: int = 60,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Fuse two top-k lists into one top-``top_m`` list.
 
     Parameters

@@ -29,12 +29,21 @@ def _sha256(path: Path) -> str:
 class IndexStore:
     """Dense and BM25 indexes over the same documents, searchable by text."""
 
-    def __init__(self, dense: DenseIndex, bm25: BM25Index, doc_ids: list[str], texts: list[str],
-                 model: str) -> None:
+    def __init__(
+        self, dense: DenseIndex, bm25: BM25Index, doc_ids: list[str], texts: list[str], model: str
+    ) -> None:
         if not (dense.size == bm25.num_docs == len(doc_ids) == len(texts)):
-            raise ValueError(f"index parts disagree: dense {dense.size}, bm25 {bm25.num_docs}, "
-                             f"{len(doc_ids)} ids, {len(texts)} texts")
-        self.dense, self.bm25, self.doc_ids, self.texts, self.model = dense, bm25, doc_ids, texts, model
+            raise ValueError(
+                f"index parts disagree: dense {dense.size}, bm25 {bm25.num_docs}, "
+                f"{len(doc_ids)} ids, {len(texts)} texts"
+            )
+        self.dense, self.bm25, self.doc_ids, self.texts, self.model = (
+            dense,
+            bm25,
+            doc_ids,
+            texts,
+            model,
+        )
         self._encoder: TextEncoder | None = None
 
     @property
@@ -49,8 +58,12 @@ class IndexStore:
         self.bm25.save(folder / "bm25")
         docs = json.dumps({"doc_ids": self.doc_ids, "texts": self.texts})
         atomic_write_bytes(folder / "docs.json", lambda tmp: tmp.write_text(docs))
-        manifest = {"format": FORMAT, "model": self.model, "size": self.size,
-                    "sha256": {name: _sha256(folder / name) for name in ("dense.faiss", "docs.json")}}
+        manifest = {
+            "format": FORMAT,
+            "model": self.model,
+            "size": self.size,
+            "sha256": {name: _sha256(folder / name) for name in ("dense.faiss", "docs.json")},
+        }
         atomic_write_bytes(folder / MANIFEST, lambda tmp: tmp.write_text(json.dumps(manifest)))
 
     @classmethod
@@ -67,25 +80,42 @@ class IndexStore:
             if not (folder / name).is_file() or _sha256(folder / name) != digest:
                 raise ValueError(f"--index: {folder / name} is missing or corrupt (checksum)")
         docs = json.loads((folder / "docs.json").read_text())
-        return cls(DenseIndex.load(folder / "dense.faiss"), BM25Index.load(folder / "bm25"),
-                   docs["doc_ids"], docs["texts"], manifest["model"])
+        return cls(
+            DenseIndex.load(folder / "dense.faiss"),
+            BM25Index.load(folder / "bm25"),
+            docs["doc_ids"],
+            docs["texts"],
+            manifest["model"],
+        )
 
-    def search(self, query: str, *, k: int = 10,
-               first_stage: str = "hybrid") -> list[tuple[str, float, str]]:
+    def search(
+        self, query: str, *, k: int = 10, first_stage: str = "hybrid"
+    ) -> list[tuple[str, float, str]]:
         """Top-``k`` ``(doc_id, score, text)`` for one query."""
         if first_stage == "bm25":
             scores, indices = self.bm25.search([query], k)
         else:
             self._encoder = self._encoder or TextEncoder(self.model, show_progress=False)
             dense = self.dense.search(self._encoder.encode([query]), k)
-            scores, indices = dense if first_stage == "dense" else fuse(
-                dense, self.bm25.search([query], k), num_docs=self.size, top_m=k)
-        return [(self.doc_ids[j], float(s), self.texts[j])
-                for s, j in zip(scores[0].tolist(), indices[0].tolist()) if j >= 0]
+            scores, indices = (
+                dense
+                if first_stage == "dense"
+                else fuse(dense, self.bm25.search([query], k), num_docs=self.size, top_m=k)
+            )
+        return [
+            (self.doc_ids[j], float(s), self.texts[j])
+            for s, j in zip(scores[0].tolist(), indices[0].tolist())
+            if j >= 0
+        ]
 
 
-def build_store(dataset: BeirDataset, folder: str | os.PathLike, *,
-                model: str = "all-MiniLM-L6-v2", kind: str = "flat") -> IndexStore:
+def build_store(
+    dataset: BeirDataset,
+    folder: str | os.PathLike,
+    *,
+    model: str = "all-MiniLM-L6-v2",
+    kind: str = "flat",
+) -> IndexStore:
     """Encode and index ``dataset``'s corpus and save it into ``folder``."""
     doc_ids = list(dataset.corpus)
     texts = [dataset.corpus[d].full_text for d in doc_ids]

@@ -9,18 +9,24 @@ import pytest
 
 from georag.data.beir import DataFormatError, load_beir, resolve_dataset
 
-CORPUS = [{"_id": "d1", "title": "Cats", "text": "cats purr"},
-          {"_id": "d2", "title": "", "text": "dogs bark"},
-          {"_id": "d3", "text": "fish swim"}]
-QUERIES = [{"_id": "q1", "text": "what purrs"}, {"_id": "q2", "text": "who barks"},
-           {"_id": "q3", "text": "unjudged"}]
+CORPUS = [
+    {"_id": "d1", "title": "Cats", "text": "cats purr"},
+    {"_id": "d2", "title": "", "text": "dogs bark"},
+    {"_id": "d3", "text": "fish swim"},
+]
+QUERIES = [
+    {"_id": "q1", "text": "what purrs"},
+    {"_id": "q2", "text": "who barks"},
+    {"_id": "q3", "text": "unjudged"},
+]
 QRELS = "query-id\tcorpus-id\tscore\nq1\td1\t1\nq2\td2\t2\nq2\td3\t0\n"
 
 
 def write_beir(folder: Path, corpus=CORPUS, queries=QUERIES, qrels=QRELS) -> Path:
     (folder / "qrels").mkdir(parents=True)
     lines = lambda records: "".join(  # noqa: E731
-        (r if isinstance(r, str) else json.dumps(r)) + "\n" for r in records)
+        (r if isinstance(r, str) else json.dumps(r)) + "\n" for r in records
+    )
     (folder / "corpus.jsonl").write_text(lines(corpus))
     (folder / "queries.jsonl").write_text(lines(queries))
     (folder / "qrels" / "test.tsv").write_text(qrels)
@@ -37,12 +43,15 @@ def test_load_good_folder(tmp_path):
     assert data.qrels == {"q1": {"d1": 1}, "q2": {"d2": 2, "d3": 0}}
 
 
-@pytest.mark.parametrize("corpus, message", [
-    (CORPUS[:1] + ['{"_id": "d2", "text": '] + CORPUS[2:], r"corpus.jsonl:2: malformed JSON"),
-    (CORPUS[:2] + [{"_id": "d3"}], r"corpus.jsonl:3: missing field 'text'"),
-    (CORPUS + [{"_id": "d1", "text": "again"}], r"corpus.jsonl:4: duplicate document id 'd1'"),
-    (CORPUS[:2] + [["not", "an", "object"]], r"corpus.jsonl:3: expected a JSON object"),
-])
+@pytest.mark.parametrize(
+    "corpus, message",
+    [
+        (CORPUS[:1] + ['{"_id": "d2", "text": '] + CORPUS[2:], r"corpus.jsonl:2: malformed JSON"),
+        (CORPUS[:2] + [{"_id": "d3"}], r"corpus.jsonl:3: missing field 'text'"),
+        (CORPUS + [{"_id": "d1", "text": "again"}], r"corpus.jsonl:4: duplicate document id 'd1'"),
+        (CORPUS[:2] + [["not", "an", "object"]], r"corpus.jsonl:3: expected a JSON object"),
+    ],
+)
 def test_bad_corpus_names_file_and_line(tmp_path, corpus, message):
     folder = write_beir(tmp_path / "bad", corpus=corpus)
     with pytest.raises(DataFormatError, match=message):
@@ -55,12 +64,15 @@ def test_duplicate_query_id(tmp_path):
         load_beir(folder)
 
 
-@pytest.mark.parametrize("qrels, message", [
-    (QRELS + "q9\td1\t1\n", r"unknown query ids \['q9'\]"),
-    (QRELS + "q1\td9\t1\n", r"unknown document ids \['d9'\]"),
-    (QRELS + "q1\td1\n", r"test.tsv:5: expected 3 tab-separated fields"),
-    (QRELS + "q1\td2\thigh\n", r"test.tsv:5: score 'high' is not a number"),
-])
+@pytest.mark.parametrize(
+    "qrels, message",
+    [
+        (QRELS + "q9\td1\t1\n", r"unknown query ids \['q9'\]"),
+        (QRELS + "q1\td9\t1\n", r"unknown document ids \['d9'\]"),
+        (QRELS + "q1\td1\n", r"test.tsv:5: expected 3 tab-separated fields"),
+        (QRELS + "q1\td2\thigh\n", r"test.tsv:5: score 'high' is not a number"),
+    ],
+)
 def test_bad_qrels(tmp_path, qrels, message):
     with pytest.raises(DataFormatError, match=message):
         load_beir(write_beir(tmp_path / "bad", qrels=qrels))
@@ -96,8 +108,10 @@ def _zip_of(folder: Path, name: str) -> bytes:
 @pytest.fixture
 def zip_server(tmp_path):
     """An HTTP server on 127.0.0.1 serving /toy.zip (a BEIR folder) and /broken.zip."""
-    payloads = {"/toy.zip": _zip_of(write_beir(tmp_path / "src"), "toy"),
-                "/broken.zip": b"not a zip"}
+    payloads = {
+        "/toy.zip": _zip_of(write_beir(tmp_path / "src"), "toy"),
+        "/broken.zip": b"not a zip",
+    }
 
     class Handler(http.server.BaseHTTPRequestHandler):
         def do_GET(self):  # noqa: N802
@@ -129,8 +143,9 @@ def test_download_into_cache(tmp_path, zip_server, monkeypatch):
     assert load_beir("toy", cache_dir=cache).name == "toy"
 
 
-@pytest.mark.parametrize("name, message", [("broken", "did not return a zip"),
-                                           ("missing", "could not download")])
+@pytest.mark.parametrize(
+    "name, message", [("broken", "did not return a zip"), ("missing", "could not download")]
+)
 def test_download_failures_leave_nothing(tmp_path, zip_server, monkeypatch, name, message):
     monkeypatch.setattr("georag.data.beir.BEIR_URL", zip_server)
     monkeypatch.delenv("GEORAG_DATA", raising=False)

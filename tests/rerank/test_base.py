@@ -13,21 +13,27 @@ def make_batch(b=2, m=4, d=3, seed=0):
     mask = torch.ones(b, m, dtype=torch.bool)
     mask[-1, -1] = False
     return CandidateBatch(
-        query=torch.randn(b, d, generator=g), cands=torch.randn(b, m, d, generator=g),
-        scores=torch.tensor([[4.0, 3.0, 2.0, 1.0]] * b), mask=mask,
+        query=torch.randn(b, d, generator=g),
+        cands=torch.randn(b, m, d, generator=g),
+        scores=torch.tensor([[4.0, 3.0, 2.0, 1.0]] * b),
+        mask=mask,
         query_ids=[f"q{i}" for i in range(b)],
-        doc_ids=[[f"d{j}" if mask[i, j] else "" for j in range(m)] for i in range(b)])
+        doc_ids=[[f"d{j}" if mask[i, j] else "" for j in range(m)] for i in range(b)],
+    )
 
 
-@pytest.mark.parametrize("change, message", [
-    ({"query": torch.zeros(2, 3, 1)}, r"query must have shape \(B, D\)"),
-    ({"cands": torch.zeros(2, 4, 5)}, r"does not match query shape"),
-    ({"scores": torch.zeros(2, 5)}, r"scores must have shape \(2, 4\)"),
-    ({"mask": torch.ones(2, 4)}, r"mask must be a bool tensor"),
-    ({"query_ids": ["q0"]}, r"query_ids must have 2 entries"),
-    ({"doc_ids": [["a"] * 4, ["b"] * 3]}, r"doc_ids must be a 2 x 4"),
-    ({"query": torch.full((2, 3), float("nan"))}, r"query holds 6 non-finite"),
-])
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"query": torch.zeros(2, 3, 1)}, r"query must have shape \(B, D\)"),
+        ({"cands": torch.zeros(2, 4, 5)}, r"does not match query shape"),
+        ({"scores": torch.zeros(2, 5)}, r"scores must have shape \(2, 4\)"),
+        ({"mask": torch.ones(2, 4)}, r"mask must be a bool tensor"),
+        ({"query_ids": ["q0"]}, r"query_ids must have 2 entries"),
+        ({"doc_ids": [["a"] * 4, ["b"] * 3]}, r"doc_ids must be a 2 x 4"),
+        ({"query": torch.full((2, 3), float("nan"))}, r"query holds 6 non-finite"),
+    ],
+)
 def test_candidate_batch_validation(change, message):
     fields = make_batch().__dict__ | change
     with pytest.raises(ValueError, match=message):
@@ -55,7 +61,9 @@ def test_identity_and_run():
 
 def test_run_keeps_best_chunk_per_document():
     batch = make_batch()
-    batch = CandidateBatch(**batch.__dict__ | {"doc_ids": [["a", "b", "a", "c"], ["x", "x", "y", ""]]})
+    batch = CandidateBatch(
+        **batch.__dict__ | {"doc_ids": [["a", "b", "a", "c"], ["x", "x", "y", ""]]}
+    )
     run = IdentityReranker()(batch).to_run(batch)
     assert list(run["q0"]) == ["a", "b", "c"] and run["q0"]["a"] == pytest.approx(4.0)
     assert list(run["q1"]) == ["x", "y"]

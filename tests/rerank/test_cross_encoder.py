@@ -12,25 +12,40 @@ def tiny_model_dir(tmp_path_factory):
     """A tiny random BERT cross-encoder saved to disk, with MiniLM's tokenizer."""
     folder = tmp_path_factory.mktemp("tiny-ce")
     torch.manual_seed(0)
-    config = BertConfig(vocab_size=30522, hidden_size=16, num_hidden_layers=1,
-                        num_attention_heads=2, intermediate_size=32, num_labels=1)
+    config = BertConfig(
+        vocab_size=30522,
+        hidden_size=16,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=32,
+        num_labels=1,
+    )
     BertForSequenceClassification(config).save_pretrained(folder)
-    BertTokenizerFast.from_pretrained(resolve_model_path("all-MiniLM-L6-v2")).save_pretrained(folder)
+    BertTokenizerFast.from_pretrained(resolve_model_path("all-MiniLM-L6-v2")).save_pretrained(
+        folder
+    )
     return folder
 
 
 def make_batch():
     mask = torch.tensor([[True, True, True], [True, True, False]])
     texts = [["cats purr", "dogs bark", "fish swim"], ["red", "blue", ""]]
-    return CandidateBatch(query=torch.zeros(2, 2), cands=torch.zeros(2, 3, 2),
-                          scores=torch.zeros(2, 3), mask=mask, query_ids=["a", "b"],
-                          doc_ids=[["1", "2", "3"], ["4", "5", ""]],
-                          query_texts=["what purrs", "a colour"], cand_texts=texts)
+    return CandidateBatch(
+        query=torch.zeros(2, 2),
+        cands=torch.zeros(2, 3, 2),
+        scores=torch.zeros(2, 3),
+        mask=mask,
+        query_ids=["a", "b"],
+        doc_ids=[["1", "2", "3"], ["4", "5", ""]],
+        query_texts=["what purrs", "a colour"],
+        cand_texts=texts,
+    )
 
 
 def test_scores_equal_direct_model_calls(tiny_model_dir):
-    reranker = CrossEncoderReranker(CrossEncoderConfig(model=str(tiny_model_dir), batch_size=2),
-                                    device="cpu")
+    reranker = CrossEncoderReranker(
+        CrossEncoderConfig(model=str(tiny_model_dir), batch_size=2), device="cpu"
+    )
     batch = make_batch()
     result = reranker(batch)
     assert torch.equal(result.keep, batch.mask)

@@ -5,8 +5,12 @@ import torch
 
 from georag.retrieval.bm25 import BM25Index
 
-DOCS = ["the cat sat on the mat", "dogs chase cats and cats run",
-        "stock market crash", "a yoga mat and a cat mat"]
+DOCS = [
+    "the cat sat on the mat",
+    "dogs chase cats and cats run",
+    "stock market crash",
+    "a yoga mat and a cat mat",
+]
 
 
 def lucene_bm25(query: list[str], docs: list[list[str]], k1=1.2, b=0.75) -> list[float]:

@@ -37,8 +37,12 @@ def test_second_build_hits_cache_and_encodes_nothing(demo, encoder, tmp_path, mo
 
 @pytest.mark.parametrize("first_stage", ["dense", "bm25", "hybrid"])
 def test_first_stages_return_valid_batches(demo, encoder, embedding_cache_dir, first_stage):
-    stage = FirstStage(demo, FirstStageConfig(first_stage=first_stage, top_m=10),
-                       encoder=encoder, cache_dir=embedding_cache_dir / "embeddings")
+    stage = FirstStage(
+        demo,
+        FirstStageConfig(first_stage=first_stage, top_m=10),
+        encoder=encoder,
+        cache_dir=embedding_cache_dir / "embeddings",
+    )
     ids = list(demo.queries)
     batch = stage.retrieve(ids, [demo.queries[q] for q in ids], with_texts=True)
     assert batch.cands.shape == (len(ids), 10, 384)
@@ -80,12 +84,20 @@ def test_retrieval_pipeline_end_to_end(demo, encoder, embedding_cache_dir):
             keep[:, 1::2] = False
             return RerankResult.from_scores(batch.scores, keep)
 
-    stage = FirstStage(demo, FirstStageConfig(top_m=10), encoder=encoder,
-                       cache_dir=embedding_cache_dir / "embeddings")
+    stage = FirstStage(
+        demo,
+        FirstStageConfig(top_m=10),
+        encoder=encoder,
+        cache_dir=embedding_cache_dir / "embeddings",
+    )
     ids = list(demo.queries)[:4]
     texts = [demo.queries[q] for q in ids]
-    batch, result = RetrievalPipeline(stage, [KeepEven(), IdentityReranker()], top_k=3).search(ids, texts)
+    batch, result = RetrievalPipeline(stage, [KeepEven(), IdentityReranker()], top_k=3).search(
+        ids, texts
+    )
     assert result.keep.sum(1).tolist() == [3] * 4
     assert not result.keep[:, 1::2].any()
     run = RetrievalPipeline(stage, [KeepEven()], top_k=3).run(ids, texts)
-    assert [list(run[q]) for q in ids] == [[batch.doc_ids[i][j] for j in (0, 2, 4)] for i in range(4)]
+    assert [list(run[q]) for q in ids] == [
+        [batch.doc_ids[i][j] for j in (0, 2, 4)] for i in range(4)
+    ]

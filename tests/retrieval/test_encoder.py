@@ -15,8 +15,13 @@ def test_minilm_resolves_offline_from_package():
 
 
 def test_real_minilm_on_two_sentences(encoder):
-    x = encoder.encode(["A man is playing a guitar.", "Someone plays an instrument.",
-                        "The stock market fell sharply today."])
+    x = encoder.encode(
+        [
+            "A man is playing a guitar.",
+            "Someone plays an instrument.",
+            "The stock market fell sharply today.",
+        ]
+    )
     assert x.shape == (3, 384) and x.dtype == torch.float32
     torch.testing.assert_close(x.norm(dim=1), torch.ones(3))
     assert x[0] @ x[1] > 0.4 > x[0] @ x[2]
