@@ -233,7 +233,7 @@ def _sparse_ppr(
 
 
 def _transposed_transition(weights: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Return ``(D^-1 W)^T`` as CSR and the dangling indicator, shape (1, N)."""
+    """Return ``(D^-1 W)^T`` as CSR and the ids of the dangling nodes."""
     n = weights.shape[0]
     crow = weights.crow_indices()
     rows = torch.repeat_interleave(torch.arange(n, device=weights.device), crow[1:] - crow[:-1])
@@ -245,7 +245,7 @@ def _transposed_transition(weights: torch.Tensor) -> tuple[torch.Tensor, torch.T
     transposed = torch.sparse_coo_tensor(
         torch.stack([cols, rows]), values * inv[rows], (n, n), check_invariants=False
     ).coalesce()
-    dangling = (strength == 0).to(values.dtype).unsqueeze(0)
+    dangling = torch.nonzero(strength == 0).flatten()
     return transposed.to_sparse_csr(), dangling
 
 
@@ -262,13 +262,18 @@ def _sparse_power_iteration(
     out = torch.empty_like(p)
     active = torch.arange(q, device=p.device)
     x = torch.full_like(p, 1.0 / n)
+    teleport = (1.0 - damping) * p
     for _ in range(max_iter):
-        x_new = damping * (transition_t @ x + (dangling @ x) * p) + (1.0 - damping) * p
-        converged = (x_new - x).abs().sum(dim=0) < n * tol
+        x_new = torch.addmm(teleport, transition_t, x, alpha=damping)
+        if dangling.numel():
+            lost = x.index_select(0, dangling).sum(dim=0, keepdim=True)
+            x_new.add_(p * lost, alpha=damping)
+        converged = (x_new - x).abs_().sum(dim=0) < n * tol
         if bool(converged.any()):
             out[:, active[converged]] = x_new[:, converged]
             left = ~converged
-            active, x_new, p = active[left], x_new[:, left], p[:, left]
+            active, x_new = active[left], x_new[:, left]
+            p, teleport = p[:, left], teleport[:, left]
             if active.numel() == 0:
                 return out
         x = x_new
