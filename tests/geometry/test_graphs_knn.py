@@ -157,3 +157,25 @@ def test_sssp_bad_input():
         masked, torch.eye(4, dtype=torch.bool).expand(2, 4, 4), source
     )
     assert dist[0, 0] == 0 and torch.isinf(dist[0, 1:]).all()
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    m=st.integers(2, 12),
+    k=st.integers(1, 11),
+    mutual=st.booleans(),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_hypothesis_knn_with_mask(m, k, mutual, seed):
+    rng = np.random.default_rng(seed)
+    k = min(k, m - 1)
+    x = rng.normal(size=(2, m, 4))
+    mask = rng.random((2, m)) < 0.7
+    _, adjacency = knn_graph(torch.tensor(x), k, mutual=mutual, mask=torch.tensor(mask))
+    for b in range(2):
+        real = np.nonzero(mask[b])[0]
+        expected = np.zeros((m, m), dtype=bool)
+        if len(real) > 1:
+            sub = knn_reference(x[b, real], min(k, len(real) - 1), mutual)
+            expected[np.ix_(real, real)] = sub
+        assert np.array_equal(adjacency[b].numpy(), expected)
