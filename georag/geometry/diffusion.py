@@ -70,7 +70,8 @@ def personalized_pagerank(
         Maximum number of power-iteration steps.
     mask : torch.Tensor, shape (B, N), bool, optional
         Dense path only. Nodes that are False are removed from the graph: their edges
-        and personalization are ignored, their score is 0, and ``N`` in the start vector
+        and personalization are ignored (they must still be finite and non-negative),
+        their score is 0, and ``N`` in the start vector
         and in the tolerance is the number of True nodes of that row, so each row equals
         networkx on the induced subgraph.
     block_size : int, optional
@@ -167,27 +168,35 @@ def _dense_ppr(
                 f"mask must be a bool tensor of shape ({b}, {n}), "
                 f"got {mask.dtype} {tuple(mask.shape)}"
             )
-        weights = weights.masked_fill(~(mask[:, :, None] & mask[:, None, :]), 0.0)
+        keep = mask.to(weights.dtype)
         personalization = personalization.masked_fill(~mask, 0.0)
         size = mask.sum(dim=1, keepdim=True).to(weights.dtype)
-        x = mask.to(weights.dtype) / size.clamp_min(1.0)
+        x = keep / size.clamp_min(1.0)
     else:
+        keep = None
         size = torch.full((b, 1), float(n), dtype=weights.dtype, device=weights.device)
         x = torch.full((b, n), 1.0 / n, dtype=weights.dtype, device=weights.device)
     p = _normalize_personalization(personalization, dim=1)
 
-    strength = weights.sum(dim=2, keepdim=True)
+    # x T = (x / s) W: scaling the iterate instead of the matrix allocates no (B, N, N)
+    # buffer; masked columns are left out of s and zeroed in each iterate instead.
+    if keep is None:
+        strength = weights.sum(dim=2)
+    else:
+        strength = torch.bmm(weights, keep.unsqueeze(2)).squeeze(2)
+    inv = torch.where(strength > 0, 1.0 / strength, 0.0)
     dangling = (strength == 0).to(weights.dtype)
-    # A dangling row sends its mass along p: fold that into the row, one bmm per step.
-    # (Masked rows hold no mass, so what they would send does not matter.)
-    transition = weights * torch.where(strength > 0, 1.0 / strength, 0.0)
-    transition.baddbmm_(dangling, p.unsqueeze(1))
+    if keep is not None:
+        dangling = dangling * keep
     teleport = ((1.0 - damping) * p).unsqueeze(1)
     threshold = size.squeeze(1) * tol
 
     done = torch.zeros(b, dtype=torch.bool, device=weights.device)
     for _ in range(max_iter):
-        x_new = torch.baddbmm(teleport, x.unsqueeze(1), transition, alpha=damping).squeeze(1)
+        x_new = torch.baddbmm(teleport, (x * inv).unsqueeze(1), weights, alpha=damping)
+        x_new = x_new.squeeze(1).add_(p * (x * dangling).sum(dim=1, keepdim=True), alpha=damping)
+        if keep is not None:
+            x_new.mul_(keep)
         err = (x_new - x).abs_().sum(dim=1)
         x = torch.where(done.unsqueeze(1), x, x_new)
         done |= err < threshold
