@@ -48,6 +48,11 @@ def _add_eval_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", help="output folder for results.json / results.md")
     parser.add_argument("--max-queries", type=_positive, help="evaluate only the first N queries")
     parser.add_argument("--config", type=Path, help="YAML file with the same keys (CLI wins)")
+    parser.add_argument(
+        "--wandb",
+        action="store_true",
+        help="log config, metrics and table to W&B (offline unless WANDB_MODE=online)",
+    )
 
 
 def _build_parser() -> argparse.ArgumentParser:
@@ -68,6 +73,13 @@ def _build_parser() -> argparse.ArgumentParser:
     index.add_argument("--out", required=True, type=Path, help="index folder")
     index.add_argument("--kind", choices=["flat", "ivf"], default="flat", help="faiss index")
     index.add_argument("--model", default="all-MiniLM-L6-v2", help="embedding model")
+
+    plot = sub.add_parser("plot", help="draw figures (PNG)")
+    figures = plot.add_subparsers(dest="figure", required=True, parser_class=_Parser)
+    scatter = figures.add_parser("scatter", help="quality against latency from results.json")
+    scatter.add_argument("--results", required=True, type=Path, help="a results.json")
+    scatter.add_argument("--metric", default="ndcg@10")
+    scatter.add_argument("--out", type=Path, help="PNG (default: beside results.json)")
 
     search = sub.add_parser("search", help="query an index built by 'georag index'")
     search.add_argument("--index", required=True, type=Path, help="index folder")
@@ -111,6 +123,12 @@ def _cmd_eval(args: argparse.Namespace) -> None:
 
     config = _eval_config(args)
     rows = run_eval(config)
+    if args.wandb:
+        from dataclasses import asdict
+
+        from georag.eval.tracking import log_to_wandb
+
+        print(f"W&B run: {log_to_wandb(rows, asdict(config), Path(config.out))}")
     print(markdown_table(rows))
     print(f"wrote {Path(config.out) / 'results.json'} and results.md")
 
@@ -150,7 +168,25 @@ def _cmd_search(args: argparse.Namespace) -> None:
         print(f"{rank:3d}  {score:8.4f}  {doc_id}  {text[:100]}")
 
 
-_COMMANDS = {"demo": _cmd_demo, "eval": _cmd_eval, "index": _cmd_index, "search": _cmd_search}
+def _cmd_plot(args: argparse.Namespace) -> None:
+    import json
+
+    from georag.eval.plots import plot_quality_latency
+
+    if not args.results.is_file():
+        raise ValueError(f"--results: no such file {args.results}")
+    rows = json.loads(args.results.read_text())
+    out = args.out or args.results.with_name(f"quality_latency_{args.metric}.png")
+    print(f"wrote {plot_quality_latency(rows, out, metric=args.metric)}")
+
+
+_COMMANDS = {
+    "demo": _cmd_demo,
+    "eval": _cmd_eval,
+    "index": _cmd_index,
+    "search": _cmd_search,
+    "plot": _cmd_plot,
+}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -42,22 +42,10 @@ def test_eval_on_demo_writes_results(tmp_path, embedding_cache_dir, monkeypatch,
     from georag.data.bundled import DEMO_DIR
 
     monkeypatch.setenv("GEORAG_CACHE", str(embedding_cache_dir))
+    monkeypatch.setenv("WANDB_MODE", "offline")
     out = tmp_path / "out"
-    code = main(
-        [
-            "eval",
-            "--dataset",
-            str(DEMO_DIR),
-            "--top-m",
-            "20",
-            "--methods",
-            "none",
-            "--first-stage",
-            "bm25",
-            "--out",
-            str(out),
-        ]
-    )
+    argv = ["eval", "--dataset", str(DEMO_DIR), "--top-m", "20", "--methods", "none"]
+    code = main(argv + ["--first-stage", "bm25", "--out", str(out), "--wandb"])
     assert code == 0
     rows = json.loads((out / "results.json").read_text())
     assert rows[0]["method"] == "none" and rows[0]["dataset"] == "demo"
@@ -65,3 +53,8 @@ def test_eval_on_demo_writes_results(tmp_path, embedding_cache_dir, monkeypatch,
         assert 0 <= rows[0][key] and key in (out / "results.md").read_text()
     assert (out / "demo.none.trec").is_file()
     assert "| demo | none |" in capsys.readouterr().out
+    runs = list((out / "wandb").glob("offline-run-*"))
+    assert len(runs) == 1 and list(runs[0].glob("run-*.wandb"))
+    png = out / "scatter.png"
+    assert main(["plot", "scatter", "--results", str(out / "results.json"), "--out", str(png)]) == 0
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5000
