@@ -4,7 +4,8 @@ For each data set: all-MiniLM-L6-v2 dense retrieval (faiss flat, cosine) gives a
 the top M candidates (M = 50 and M = 100); the dense order, DiffusionReranker and
 Maniscope rerank that same pool (each reranker uses the whole pool: ``top_m = M``, other
 options at the seed defaults). NDCG@10, MRR@10 and Recall@20 are means over every judged
-query (pytrec_eval through georag.eval.metrics).
+query (pytrec_eval through georag.eval.metrics); the p-value is a paired t-test of the
+per-query NDCG@10 against the dense order.
 
 The "easy" protocol is Maniscope's own (seed 001): per query, up to 3 relevant documents
 plus 7 documents drawn at random (fixed seed) from those not judged relevant, scored by
@@ -21,9 +22,10 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from scipy.stats import ttest_rel
 
 from georag.data.beir import BeirDataset, load_beir
-from georag.eval.metrics import evaluate
+from georag.eval.metrics import per_query
 from georag.rerank.base import CandidateBatch, IdentityReranker, Reranker
 from georag.rerank.diffusion import DiffusionConfig, DiffusionReranker
 from georag.rerank.maniscope import Maniscope, ManiscopeConfig
@@ -72,18 +74,24 @@ def easy_pool(
     )
 
 
-def score(reranker: Reranker, batch: CandidateBatch, dataset: BeirDataset) -> dict[str, float]:
-    return evaluate(reranker(batch).to_run(batch), dataset.qrels, METRICS)
+def score(reranker: Reranker, batch: CandidateBatch, dataset: BeirDataset) -> dict[str, dict]:
+    """Per-query values ``{metric: {query_id: value}}``."""
+    return per_query(reranker(batch).to_run(batch), dataset.qrels, METRICS)
 
 
-def print_table(title: str, rows: list[tuple[str, dict[str, float]]]) -> None:
+def print_table(title: str, rows: list[tuple[str, dict[str, dict]]]) -> None:
+    """Means, the NDCG@10 change against the first row and its paired t-test p-value."""
     print(f"\n{title}")
     header = "  ".join(f"{m:>9}" for m in METRICS)
-    print(f"  {'method':<12} {header}  {'d ndcg@10':>10}")
+    print(f"  {'method':<12} {header}  {'d ndcg@10':>10}  {'p (paired t)':>12}")
     base = rows[0][1]["ndcg@10"]
-    for name, values in rows:
-        cells = "  ".join(f"{values[m]:9.4f}" for m in METRICS)
-        print(f"  {name:<12} {cells}  {values['ndcg@10'] - base:+10.4f}")
+    qids = sorted(base)
+    for i, (name, values) in enumerate(rows):
+        cells = "  ".join(f"{np.mean(list(values[m].values())):9.4f}" for m in METRICS)
+        ours = np.array([values["ndcg@10"][q] for q in qids])
+        ref = np.array([base[q] for q in qids])
+        p = "" if i == 0 or np.all(ours == ref) else f"{ttest_rel(ours, ref).pvalue:12.2g}"
+        print(f"  {name:<12} {cells}  {np.mean(ours - ref):+10.4f}  {p:>12}")
 
 
 def run_dataset(name: str, data_dir: Path, encoder: TextEncoder, pools: list[int], seed: int):
