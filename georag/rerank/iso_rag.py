@@ -1,0 +1,430 @@
+"""ISO-RAG (seed 003): Cheeger-pruned local personalized PageRank over a passage graph.
+
+For a batch of B queries, all at once:
+
+1. seeds: the top-``num_seeds`` passages by cosine similarity;
+2. the local candidate graph: seeds plus their neighbours in the corpus passage graph
+   (semantic k-NN and topological edges), at most ``max_nodes`` nodes (seeds first, then
+   neighbours by cosine to the query), padded to (B, M, M);
+3. a volume proxy per node: its hyperbolic radius in the Poincare ball (fixed projection
+   or the trained :class:`~georag.models.poincare.PoincareHead`), computed once per corpus;
+4. the local Cheeger ratio of each node (sweep over its heaviest neighbours; the cut counts
+   the edges that leave the local graph too) and the pruning score of each edge,
+   ``|log h_u - log h_v|``; edges scoring above ``prune_threshold`` (hub to periphery
+   shortcuts) are removed;
+5. deterministic personalized PageRank by power iteration from the seeds on the pruned
+   local graph (networkx semantics, :func:`georag.geometry.diffusion.personalized_pagerank`);
+6. the final score ``lam * PPR / max(PPR) + (1 - lam) * cosine``; the top-k local nodes
+   are returned.
+
+The baselines of the same harness are :class:`DenseRetriever` and :class:`GlobalPPR`
+(HippoRAG-style PPR over the unpruned whole-corpus graph, damping 0.5).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+
+from georag.geometry.cheeger import local_cheeger_ratio, prune_edges, pruning_scores
+from georag.geometry.diffusion import personalized_pagerank
+from georag.retrieval.passage_graph import PassageGraph
+
+__all__ = ["IsoRagConfig", "IsoRag", "IsoRagOutput", "IsoRagTrace", "GlobalPPR", "DenseRetriever",
+           "local_candidate_graph", "output_to_run"]
+
+VOLUMES = ("radius", "degree")
+
+
+@dataclass(frozen=True)
+class IsoRagConfig:
+    """ISO-RAG settings. The seed fixes none of the numbers; see docs/methods/iso_rag.md.
+
+    Attributes
+    ----------
+    num_seeds : int
+        s, seed passages per query (top-s by cosine).
+    max_nodes : int
+        M, the largest local candidate graph (seeds + neighbours by cosine to the query).
+    topological : bool
+        Use topological edges (False: the "without topological edges" ablation).
+    topo_weight : float
+        Weight of a topological edge (added to the cosine of a semantic edge).
+    volume : {"radius", "degree"}
+        Node volume in the Cheeger ratio: the hyperbolic radius (ISO-RAG) or the corpus
+        degree (classic Cheeger; ablation).
+    sweep_size : int
+        Largest sweep set of the local Cheeger ratio.
+    prune_threshold : float
+        Edges whose pruning score exceeds this are removed; ``inf`` disables pruning.
+    damping : float
+        PPR damping (probability of following an edge), HippoRAG's 0.5.
+    lam : float
+        Weight of the (max-normalized) PPR score against the cosine similarity.
+    tol, max_iter
+        Power-iteration convergence (networkx semantics).
+    """
+
+    num_seeds: int = 3
+    max_nodes: int = 64
+    topological: bool = True
+    topo_weight: float = 0.5
+    volume: str = "radius"
+    sweep_size: int = 8
+    prune_threshold: float = 1.0
+    damping: float = 0.5
+    lam: float = 0.9
+    tol: float = 1e-6
+    max_iter: int = 200
+
+    def __post_init__(self) -> None:
+        if self.num_seeds < 1:
+            raise ValueError(f"num_seeds must be at least 1, got {self.num_seeds}")
+        if self.max_nodes < self.num_seeds:
+            raise ValueError(f"max_nodes ({self.max_nodes}) must be >= num_seeds "
+                             f"({self.num_seeds})")
+        if self.volume not in VOLUMES:
+            raise ValueError(f"volume must be one of {VOLUMES}, got {self.volume!r}")
+        if not 0.0 <= self.lam <= 1.0 or not 0.0 <= self.damping < 1.0:
+            raise ValueError(f"need lam in [0, 1] and damping in [0, 1), got "
+                             f"{self.lam}, {self.damping}")
+        if math.isnan(self.prune_threshold) or self.prune_threshold < 0:
+            raise ValueError(f"prune_threshold must be >= 0, got {self.prune_threshold}")
+        if self.topo_weight < 0 or self.sweep_size < 1:
+            raise ValueError(f"need topo_weight >= 0 and sweep_size >= 1, got "
+                             f"{self.topo_weight}, {self.sweep_size}")
+
+
+@dataclass(frozen=True)
+class IsoRagOutput:
+    """Ranked passages and what the local graphs looked like.
+
+    Attributes
+    ----------
+    scores : torch.Tensor, shape (B, K)
+        Final scores, best first (``-inf`` past a short local graph).
+    indices : torch.Tensor, shape (B, K), long
+        Corpus rows (``-1`` where ``scores`` is ``-inf``).
+    edges : torch.Tensor, shape (B,), long
+        Undirected edges of each local graph before pruning (0 for the baselines).
+    removed : torch.Tensor, shape (B,), long
+        Undirected edges pruning removed.
+    nodes : torch.Tensor, shape (B,), long
+        Nodes of each local graph (N for a whole-graph method).
+    """
+
+    scores: torch.Tensor
+    indices: torch.Tensor
+    edges: torch.Tensor
+    removed: torch.Tensor
+    nodes: torch.Tensor
+
+
+@dataclass(frozen=True)
+class IsoRagTrace:
+    """Intermediates of :meth:`IsoRag.trace`; local slots, seeds first.
+
+    Attributes
+    ----------
+    nodes : torch.Tensor, shape (B, M), long
+        Corpus rows of the local nodes (0 on padding).
+    mask : torch.Tensor, shape (B, M), bool
+    weights : torch.Tensor, shape (B, M, M)
+        The local graph before pruning.
+    ratio : torch.Tensor, shape (B, M)
+        Local Cheeger ratios.
+    scores : torch.Tensor, shape (B, M, M)
+        Pruning scores.
+    pruned : torch.Tensor, shape (B, M, M)
+        The local graph after pruning.
+    removed : torch.Tensor, shape (B, M, M), bool
+    personalization : torch.Tensor, shape (B, M)
+        Seed weights (their cosine, clamped to >= 1e-6), 0 elsewhere.
+    ppr : torch.Tensor, shape (B, M)
+        PageRank on the pruned graph.
+    similarity : torch.Tensor, shape (B, M)
+        Cosine to the query.
+    final : torch.Tensor, shape (B, M)
+        ``lam * ppr / max(ppr) + (1 - lam) * similarity``; ``-inf`` on padding.
+    """
+
+    nodes: torch.Tensor
+    mask: torch.Tensor
+    weights: torch.Tensor
+    ratio: torch.Tensor
+    scores: torch.Tensor
+    pruned: torch.Tensor
+    removed: torch.Tensor
+    personalization: torch.Tensor
+    ppr: torch.Tensor
+    similarity: torch.Tensor
+    final: torch.Tensor
+
+
+def _check_query(query: torch.Tensor, embeddings: torch.Tensor) -> None:
+    if query.dim() != 2 or query.shape[1] != embeddings.shape[1] or query.shape[0] == 0:
+        raise ValueError(f"query must have shape (B, {embeddings.shape[1]}) with B > 0, "
+                         f"got {tuple(query.shape)}")
+    if not torch.isfinite(query).all():
+        raise ValueError("query holds NaN or inf")
+
+
+def _check_corpus(embeddings: torch.Tensor, graph: PassageGraph) -> None:
+    if embeddings.dim() != 2 or embeddings.shape[0] != graph.num_nodes:
+        raise ValueError(f"embeddings must have shape ({graph.num_nodes}, D), "
+                         f"got {tuple(embeddings.shape)}")
+    if not torch.isfinite(embeddings).all():
+        raise ValueError("embeddings hold NaN or inf")
+
+
+def _seeds(similarity: torch.Tensor, num_seeds: int) -> torch.Tensor:
+    n = similarity.shape[1]
+    if num_seeds > n:
+        raise ValueError(f"num_seeds ({num_seeds}) is larger than the corpus ({n} passages)")
+    return similarity.topk(num_seeds, dim=1).indices
+
+
+def _topk(scores: torch.Tensor, rows: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    k = min(k, scores.shape[1])
+    best, at = scores.topk(k, dim=1)
+    return best, torch.where(best > -torch.inf, rows.gather(1, at), -1)
+
+
+def local_candidate_graph(csr: torch.Tensor, similarity: torch.Tensor, seeds: torch.Tensor, *,
+                          max_nodes: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Seeds and their neighbours, as padded dense local graphs.
+
+    Parameters
+    ----------
+    csr : torch.Tensor, sparse CSR, shape (N, N)
+        Symmetric corpus weight matrix.
+    similarity : torch.Tensor, shape (B, N)
+        Cosine of each query to each passage.
+    seeds : torch.Tensor, shape (B, S), long
+    max_nodes : int
+        M; when seeds and neighbours exceed it, neighbours are kept by similarity.
+
+    Returns
+    -------
+    nodes : torch.Tensor, shape (B, M), long
+        Corpus rows of the local nodes, seeds first (``0`` in padded slots).
+    mask : torch.Tensor, shape (B, M), bool
+    weights : torch.Tensor, shape (B, M, M)
+        The induced subgraph's weights (0 on padding).
+    """
+    b, n = similarity.shape
+    m = min(max_nodes, n)
+    is_seed = torch.zeros(b, n, dtype=torch.bool, device=similarity.device)
+    is_seed.scatter_(1, seeds, True)
+    touched = (csr @ is_seed.T.to(csr.dtype)).T > 0  # (B, N): a seed neighbour
+    member = touched | is_seed
+    key = torch.where(member, similarity + 3.0 * is_seed, -torch.inf)
+    best, nodes = key.topk(m, dim=1)
+    mask = best > -torch.inf
+    nodes = nodes.masked_fill(~mask, 0)
+    # local position of every corpus row, -1 when not in the local graph
+    position = torch.full((b, n), -1, dtype=torch.long, device=similarity.device)
+    local = torch.arange(m, device=similarity.device).expand(b, m)
+    rows = torch.arange(b, device=similarity.device)[:, None].expand(b, m)
+    position[rows[mask], nodes[mask]] = local[mask]
+    # gather the CSR rows of every local node, then keep the columns that are local
+    crow, col, val = csr.crow_indices(), csr.col_indices(), csr.values()
+    flat = nodes.reshape(-1)
+    start, count = crow[flat], (crow[flat + 1] - crow[flat]) * mask.reshape(-1)
+    owner = torch.repeat_interleave(torch.arange(b * m, device=flat.device), count)
+    offset = torch.arange(owner.numel(), device=flat.device) - \
+        torch.repeat_interleave(count.cumsum(0) - count, count)
+    entry = start[owner] + offset
+    qb, qi = owner // m, owner % m
+    qj = position[qb, col[entry]]
+    keep = qj >= 0
+    weights = torch.zeros(b, m, m, dtype=csr.dtype, device=similarity.device)
+    weights[qb[keep], qi[keep], qj[keep]] = val[entry[keep]]
+    return nodes, mask, weights
+
+
+class IsoRag:
+    """ISO-RAG retrieval over a corpus passage graph, batched over queries.
+
+    Parameters
+    ----------
+    embeddings : torch.Tensor, shape (N, D)
+        Unit-norm passage embeddings (cosine = inner product).
+    graph : PassageGraph
+        The corpus passage graph.
+    radius : torch.Tensor, shape (N,)
+        Hyperbolic radius of each passage in the Poincare ball (the volume proxy).
+    config : IsoRagConfig, optional
+    """
+
+    name = "iso_rag"
+
+    def __init__(self, embeddings: torch.Tensor, graph: PassageGraph, radius: torch.Tensor,
+                 config: IsoRagConfig | None = None) -> None:
+        _check_corpus(embeddings, graph)
+        if radius.shape != (graph.num_nodes,) or not torch.isfinite(radius).all() or \
+                (radius <= 0).any():
+            raise ValueError(f"radius must be finite, positive, of shape ({graph.num_nodes},); "
+                             f"got shape {tuple(radius.shape)}")
+        self.config = config or IsoRagConfig()
+        self.embeddings = embeddings
+        weight = graph.edge_weight(topo_weight=self.config.topo_weight,
+                                   topological=self.config.topological)
+        self.csr = graph.to_csr(weight.to(embeddings.dtype))
+        self.strength = graph.strength(weight.to(embeddings.dtype))
+        if self.config.volume == "radius":
+            self.volume = radius.to(embeddings.dtype)
+        else:
+            self.volume = graph.degree(weight).to(embeddings.dtype).clamp_min(1.0)
+
+    def trace(self, query: torch.Tensor) -> IsoRagTrace:
+        """Every intermediate of the retrieval (local graphs, ratios, pruning, PPR, scores).
+
+        Parameters
+        ----------
+        query : torch.Tensor, shape (B, D)
+            Unit-norm query embeddings.
+        """
+        _check_query(query, self.embeddings)
+        cfg = self.config
+        similarity = query.to(self.embeddings.dtype) @ self.embeddings.T
+        seeds = _seeds(similarity, cfg.num_seeds)
+        nodes, mask, weights = local_candidate_graph(self.csr, similarity, seeds,
+                                                     max_nodes=cfg.max_nodes)
+        volume = torch.where(mask, self.volume[nodes], 1.0)
+        strength = torch.where(mask, self.strength[nodes], 0.0)
+        ratio, _ = local_cheeger_ratio(weights, volume, sweep_size=cfg.sweep_size,
+                                       strength=strength, mask=mask)
+        scores = pruning_scores(weights, ratio, mask=mask)
+        pruned, removed = self.prune(weights, scores)
+        local_sim = similarity.gather(1, nodes)
+        personalization = torch.zeros_like(local_sim)
+        s = cfg.num_seeds  # seeds occupy the first s local slots
+        personalization[:, :s] = local_sim[:, :s].clamp_min(1e-6)
+        # an edgeless (fully pruned) graph is all dangling nodes: PPR = personalization
+        ppr = personalized_pagerank(pruned, personalization, damping=cfg.damping, tol=cfg.tol,
+                                    max_iter=cfg.max_iter, mask=mask)
+        top = ppr / ppr.amax(dim=1, keepdim=True)
+        final = (cfg.lam * top + (1 - cfg.lam) * local_sim).masked_fill(~mask, -torch.inf)
+        return IsoRagTrace(nodes, mask, weights, ratio, scores, pruned, removed,
+                           personalization, ppr, local_sim, final)
+
+    def retrieve(self, query: torch.Tensor, *, top_k: int = 10) -> IsoRagOutput:
+        """Rank passages for each query.
+
+        Parameters
+        ----------
+        query : torch.Tensor, shape (B, D)
+            Unit-norm query embeddings.
+        top_k : int
+            Passages returned per query (at most the local graph's size).
+        """
+        if top_k < 1:
+            raise ValueError(f"top_k must be positive, got {top_k}")
+        t = self.trace(query)
+        best, indices = _topk(t.final, t.nodes, top_k)
+        return IsoRagOutput(best, indices, (t.weights > 0).sum(dim=(1, 2)) // 2,
+                            t.removed.sum(dim=(1, 2)) // 2, t.mask.sum(dim=1))
+
+    def prune(self, weights: torch.Tensor,
+              scores: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Remove the edges whose score exceeds ``prune_threshold`` (``inf``: none).
+
+        Subclasses may override it (ablations).
+
+        Parameters
+        ----------
+        weights, scores : torch.Tensor, shape (B, M, M)
+
+        Returns
+        -------
+        pruned : torch.Tensor, shape (B, M, M)
+        removed : torch.Tensor, shape (B, M, M), bool
+        """
+        return prune_edges(weights, scores, threshold=self.config.prune_threshold)
+
+
+class GlobalPPR:
+    """HippoRAG-style baseline: PPR from the same seeds over the whole, unpruned graph.
+
+    Parameters
+    ----------
+    embeddings : torch.Tensor, shape (N, D)
+    graph : PassageGraph
+    num_seeds : int
+        s, as in ISO-RAG.
+    damping : float
+        HippoRAG's 0.5.
+    lam : float
+        0 ranks by PPR alone (HippoRAG); otherwise ``lam * PPR / max + (1 - lam) * cosine``.
+    topo_weight : float
+        Weight of topological edges, as in ISO-RAG.
+    tol, max_iter
+        Power iteration (sparse CSR path of the diffusion module).
+    """
+
+    name = "global_ppr"
+
+    def __init__(self, embeddings: torch.Tensor, graph: PassageGraph, *, num_seeds: int = 3,
+                 damping: float = 0.5, lam: float = 1.0, topo_weight: float = 0.5,
+                 tol: float = 1e-6, max_iter: int = 200) -> None:
+        _check_corpus(embeddings, graph)
+        if not 0.0 <= lam <= 1.0:
+            raise ValueError(f"lam must lie in [0, 1], got {lam}")
+        self.embeddings, self.num_seeds, self.damping, self.lam = embeddings, num_seeds, damping, lam
+        self.tol, self.max_iter = tol, max_iter
+        self.csr = graph.to_csr(graph.edge_weight(topo_weight=topo_weight).to(embeddings.dtype))
+        self.num_edges = int(self.csr.values().numel()) // 2
+
+    def retrieve(self, query: torch.Tensor, *, top_k: int = 10) -> IsoRagOutput:
+        """Rank passages for each query; see :meth:`IsoRag.retrieve`."""
+        _check_query(query, self.embeddings)
+        similarity = query.to(self.embeddings.dtype) @ self.embeddings.T
+        seeds = _seeds(similarity, self.num_seeds)
+        p = torch.zeros_like(similarity).scatter_(
+            1, seeds, similarity.gather(1, seeds).clamp_min(1e-6))
+        ppr = personalized_pagerank(self.csr, p.T.contiguous(), damping=self.damping,
+                                    tol=self.tol, max_iter=self.max_iter).T
+        if self.lam < 1.0:
+            ppr = self.lam * ppr / ppr.amax(dim=1, keepdim=True) + (1 - self.lam) * similarity
+        rows = torch.arange(similarity.shape[1]).expand_as(similarity)
+        best, indices = _topk(ppr, rows, top_k)
+        b = query.shape[0]
+        return IsoRagOutput(best, indices, torch.full((b,), self.num_edges), torch.zeros(b, dtype=torch.long),
+                            torch.full((b,), similarity.shape[1]))
+
+
+class DenseRetriever:
+    """Dense baseline: the top-k passages by cosine."""
+
+    name = "dense"
+
+    def __init__(self, embeddings: torch.Tensor) -> None:
+        if embeddings.dim() != 2 or not torch.isfinite(embeddings).all():
+            raise ValueError(f"embeddings must be finite (N, D), got {tuple(embeddings.shape)}")
+        self.embeddings = embeddings
+
+    def retrieve(self, query: torch.Tensor, *, top_k: int = 10) -> IsoRagOutput:
+        """Rank passages for each query by cosine."""
+        _check_query(query, self.embeddings)
+        similarity = query.to(self.embeddings.dtype) @ self.embeddings.T
+        rows = torch.arange(similarity.shape[1]).expand_as(similarity)
+        best, indices = _topk(similarity, rows, top_k)
+        b = query.shape[0]
+        zero = torch.zeros(b, dtype=torch.long)
+        return IsoRagOutput(best, indices, zero, zero, torch.full((b,), similarity.shape[1]))
+
+
+def output_to_run(output: IsoRagOutput, query_ids: list[str],
+                  doc_ids: list[str]) -> dict[str, dict[str, float]]:
+    """``{query id: {doc id: score}}`` for :func:`georag.eval.metrics.evaluate`.
+
+    Scores are replaced by ``K - rank`` so ties cannot reorder the ranking in pytrec_eval.
+    """
+    if len(query_ids) != output.indices.shape[0]:
+        raise ValueError(f"query_ids has {len(query_ids)} ids for {output.indices.shape[0]} rows")
+    k = output.indices.shape[1]
+    return {qid: {doc_ids[j]: float(k - r) for r, j in enumerate(row) if j >= 0}
+            for qid, row in zip(query_ids, output.indices.tolist(), strict=True)}
