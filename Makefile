@@ -30,3 +30,16 @@ lint: venv
 
 clean:
 	rm -rf $(VENV) build *.egg-info
+
+# GraphRicciCurvature 0.6.1 (the Ricci-Filtration peer) pins scipy<=1.13.1 and numpy<2.3, so it
+# gets its own environment; tests marked `peers` and scripts/bench_ricci.py use it when present.
+PEERS ?= .venv-peers
+
+$(PEERS)/.installed:
+	$(PY) -m venv $(PEERS)
+	$(PEERS)/bin/pip install -q --upgrade pip
+	$(PEERS)/bin/pip install -q GraphRicciCurvature==0.6.1
+	touch $@
+
+.PHONY: peers
+peers: $(PEERS)/.installed

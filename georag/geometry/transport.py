@@ -1,0 +1,253 @@
+"""Batched entropic optimal transport for many small problems at once.
+
+Two solvers over the same entropic problem
+``min_P <P, C> + epsilon * KL(P | a b^T)`` subject to ``P 1 = a``, ``P^T 1 = b``:
+
+- :func:`sinkhorn`: log-domain iterations (``logsumexp``), stable for any ``epsilon``,
+  any batch shape and any cost; the general tool.
+- :func:`sinkhorn_shared_cost`: kernel-domain iterations for the case where many
+  problems share one cost matrix (all edges of one graph transport over the same
+  shortest-path metric). One kernel ``exp(-C / epsilon)`` per group is multiplied by
+  all the group's scaling vectors in one batched matrix product, which is what makes
+  thousands of graphs per second possible on a CPU. Its kernel must not underflow on
+  the supports, so the caller keeps ``C / epsilon`` within the dtype's exponent range
+  (see :func:`max_cost_over_epsilon`).
+
+Both return the transport cost ``<P, C>`` of the entropic plan (not the regularized
+objective), whether each problem converged, and the scalings for warm starts.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+
+__all__ = ["SinkhornResult", "sinkhorn", "sinkhorn_shared_cost", "max_cost_over_epsilon"]
+
+
+@dataclass(frozen=True)
+class SinkhornResult:
+    """Output of the Sinkhorn solvers.
+
+    Attributes
+    ----------
+    cost : torch.Tensor, shape (...)
+        ``<P, C>`` for the final plan of each problem.
+    converged : torch.Tensor, shape (...), bool
+        Whether the L1 marginal error of each problem fell below ``tol``.
+    error : torch.Tensor, shape (...)
+        Final L1 error of the row marginal (the column marginal is exact after the
+        last half-step).
+    iterations : int
+        Sinkhorn iterations run (the same for the whole batch).
+    f, g : torch.Tensor, shape (..., n) and (..., m)
+        Dual potentials (log-domain solver) or scalings ``u``, ``v`` (kernel-domain
+        solver); pass them back as ``init`` to warm-start.
+    """
+
+    cost: torch.Tensor
+    converged: torch.Tensor
+    error: torch.Tensor
+    iterations: int
+    f: torch.Tensor
+    g: torch.Tensor
+
+
+def max_cost_over_epsilon(dtype: torch.dtype) -> float:
+    """Largest ``C / epsilon`` whose kernel ``exp(-C / epsilon)`` stays a normal number,
+    with a margin for the products of scalings (half the exponent range)."""
+    return 0.5 * -math.log(torch.finfo(dtype).tiny)
+
+
+def _check_marginals(a: torch.Tensor, b: torch.Tensor) -> None:
+    if a.shape[:-1] != b.shape[:-1]:
+        raise ValueError(
+            f"a and b must share their batch shape, got {tuple(a.shape)} and {tuple(b.shape)}"
+        )
+    for name, m in (("a", a), ("b", b)):
+        if not torch.isfinite(m).all() or (m < 0).any():
+            raise ValueError(f"{name} must be finite and non-negative")
+    mass_a, mass_b = a.sum(-1), b.sum(-1)
+    if ((mass_a - mass_b).abs() > 1e-5 * mass_a.clamp_min(1.0)).any():
+        raise ValueError("a and b must carry the same total mass (within 1e-5) in every problem")
+
+
+def _check_epsilon(epsilon: float | torch.Tensor, batch_shape: torch.Size, like: torch.Tensor
+                   ) -> torch.Tensor:
+    eps = torch.as_tensor(epsilon, dtype=like.dtype, device=like.device)
+    if not torch.isfinite(eps).all() or (eps <= 0).any():
+        raise ValueError(f"epsilon must be positive and finite, got {epsilon}")
+    try:
+        return eps.expand(batch_shape).contiguous() if eps.dim() == 0 else eps
+    except RuntimeError as exc:
+        raise ValueError(f"epsilon of shape {tuple(eps.shape)} does not fit {batch_shape}") from exc
+
+
+def sinkhorn(
+    a: torch.Tensor,
+    b: torch.Tensor,
+    cost: torch.Tensor,
+    *,
+    epsilon: float | torch.Tensor,
+    max_iter: int = 1000,
+    tol: float = 1e-6,
+    check_every: int = 10,
+    init: tuple[torch.Tensor, torch.Tensor] | None = None,
+) -> SinkhornResult:
+    """Log-domain Sinkhorn over any leading batch shape.
+
+    Iterates ``f <- eps log a - eps LSE_j((g_j - C_ij) / eps)`` and the symmetric
+    update of ``g``; nothing is exponentiated outside ``logsumexp``, so no epsilon
+    underflows in float32. Zero-mass entries get ``-inf`` potentials and carry nothing;
+    infinite costs are allowed where they meet zero mass.
+
+    Parameters
+    ----------
+    a : torch.Tensor, shape (..., n)
+        Source masses.
+    b : torch.Tensor, shape (..., m)
+        Target masses, same totals as ``a``.
+    cost : torch.Tensor, shape (..., n, m)
+        Costs; broadcast against the batch shape of ``a`` (e.g. ``(B, 1, n, m)`` shared
+        by the ``E`` problems of a group ``(B, E, n)``).
+    epsilon : float or torch.Tensor, shape (...) or broadcastable
+        Entropic regularization, in the units of ``cost``.
+    max_iter : int
+        Maximum iterations.
+    tol : float
+        Stop when every problem's L1 row-marginal error is below ``tol``.
+    check_every : int
+        Iterations between error checks.
+    init : (f, g), optional
+        Potentials from an earlier call (warm start).
+
+    Returns
+    -------
+    SinkhornResult
+        With ``f``, ``g`` the dual potentials.
+
+    Examples
+    --------
+    >>> a = torch.tensor([0.5, 0.5]); b = torch.tensor([0.5, 0.5])
+    >>> cost = torch.tensor([[0.0, 1.0], [1.0, 0.0]])
+    >>> out = sinkhorn(a, b, cost, epsilon=0.01)
+    >>> round(out.cost.item(), 6), bool(out.converged)
+    (0.0, True)
+    """
+    _check_marginals(a, b)
+    if max_iter < 1 or check_every < 1:
+        raise ValueError(f"max_iter and check_every must be >= 1, got {max_iter}, {check_every}")
+    batch = a.shape[:-1]
+    try:
+        cost = cost.expand(*batch, a.shape[-1], b.shape[-1])
+    except RuntimeError as exc:
+        raise ValueError(
+            f"cost of shape {tuple(cost.shape)} does not broadcast to "
+            f"{(*batch, a.shape[-1], b.shape[-1])}"
+        ) from exc
+    if cost.isnan().any() or (cost < 0).any():
+        raise ValueError("cost must be non-negative and not NaN")
+    eps = _check_epsilon(epsilon, batch, a)[..., None]
+    log_a, log_b = a.log(), b.log()
+    neg_c = -cost / eps[..., None]
+    if init is None:
+        f = torch.zeros_like(a)
+        g = torch.zeros_like(b)
+    else:
+        f, g = init
+    error = torch.full(batch, math.inf, dtype=a.dtype, device=a.device)
+    iterations = 0
+    while iterations < max_iter:
+        steps = min(check_every, max_iter - iterations)
+        for _ in range(steps):
+            f = eps * (log_a - torch.logsumexp(neg_c + (g / eps)[..., None, :], dim=-1))
+            g = eps * (log_b - torch.logsumexp(neg_c + (f / eps)[..., :, None], dim=-2))
+        iterations += steps
+        log_plan = neg_c + (f / eps)[..., :, None] + (g / eps)[..., None, :]
+        error = (log_plan.exp().sum(-1) - a).abs().sum(-1)
+        if bool((error < tol).all()):
+            break
+    plan = (neg_c + (f / eps)[..., :, None] + (g / eps)[..., None, :]).exp()
+    transport = (plan * cost.masked_fill(plan == 0, 0.0)).sum((-2, -1))
+    return SinkhornResult(transport, error < tol, error, iterations, f, g)
+
+
+def sinkhorn_shared_cost(
+    a: torch.Tensor,
+    b: torch.Tensor,
+    cost: torch.Tensor,
+    *,
+    epsilon: float | torch.Tensor,
+    max_iter: int = 100,
+    tol: float = 1e-4,
+    check_every: int = 10,
+    init: tuple[torch.Tensor, torch.Tensor] | None = None,
+) -> SinkhornResult:
+    """Kernel-domain Sinkhorn for groups of problems that share one cost matrix.
+
+    For group ``k`` with kernel ``K = exp(-C_k / eps_k)`` the E problems of the group
+    update ``v <- b / (u K)`` and ``u <- a / (v K^T)`` as two batched matrix products
+    ``(E, n) @ (n, m)``.
+
+    Parameters
+    ----------
+    a : torch.Tensor, shape (B, E, n)
+        Source masses of the E problems of each of the B groups.
+    b : torch.Tensor, shape (B, E, m)
+        Target masses, same totals as ``a``.
+    cost : torch.Tensor, shape (B, n, m)
+        One cost matrix per group; may be ``inf`` where either mass is zero.
+    epsilon : float or torch.Tensor, shape (B,)
+        Regularization per group. ``cost / epsilon`` must stay below
+        :func:`max_cost_over_epsilon` wherever both masses are positive, otherwise the
+        kernel underflows and the affected problems report ``converged=False``.
+    max_iter, tol, check_every
+        As in :func:`sinkhorn`; ``tol`` bounds the L1 row-marginal error.
+    init : (u, v), optional
+        Scalings from an earlier call with the same ``epsilon`` (warm start; the
+        iteration starts from ``u``).
+
+    Returns
+    -------
+    SinkhornResult
+        With ``f``, ``g`` the scalings ``u``, ``v`` (shape (B, E, n), (B, E, m)).
+    """
+    _check_marginals(a, b)
+    if a.dim() != 3:
+        raise ValueError(f"a must have shape (B, E, n), got {tuple(a.shape)}")
+    bsz, _, n = a.shape
+    m = b.shape[-1]
+    if cost.shape != (bsz, n, m):
+        raise ValueError(f"cost must have shape ({bsz}, {n}, {m}), got {tuple(cost.shape)}")
+    if cost.isnan().any() or (cost < 0).any():
+        raise ValueError("cost must be non-negative and not NaN")
+    if max_iter < 1 or check_every < 1:
+        raise ValueError(f"max_iter and check_every must be >= 1, got {max_iter}, {check_every}")
+    eps = _check_epsilon(epsilon, torch.Size([bsz]), a).view(bsz, 1, 1)
+    # A floor far below every kernel entry that matters (those are >= exp(-limit)) keeps
+    # each denominator positive, so the loop needs no clamping.
+    floor = math.exp(-1.5 * max_cost_over_epsilon(a.dtype))
+    kernel = torch.exp(-cost / eps)
+    weighted = torch.where(kernel > 0, kernel * cost, torch.zeros_like(kernel))
+    kernel = kernel.clamp_min(floor)
+    kernel_t = kernel.transpose(1, 2)
+    if (a.sum(-1) <= 0).any():
+        raise ValueError("every problem must carry positive mass")
+    u = (a > 0).to(a.dtype) if init is None else init[0]
+    error = torch.full(a.shape[:2], math.inf, dtype=a.dtype, device=a.device)
+    iterations = 0
+    while iterations < max_iter:
+        steps = min(check_every, max_iter - iterations)
+        for _ in range(steps):
+            v = b / torch.bmm(u, kernel)
+            u = a / torch.bmm(v, kernel_t)
+        iterations += steps
+        v = b / torch.bmm(u, kernel)
+        error = (u * torch.bmm(v, kernel_t) - a).abs().sum(-1)
+        if bool((error < tol).all()):
+            break
+    transport = (torch.bmm(u, weighted) * v).sum(-1)
+    converged = (error < tol) & torch.isfinite(transport)
+    return SinkhornResult(transport, converged, error, iterations, u, v)

@@ -1,0 +1,329 @@
+"""Ollivier-Ricci curvature and Ricci flow against GraphRicciCurvature 0.6.1 and POT.
+
+The peer runs in its own environment (``make peers`` builds ``.venv-peers``) through
+``scripts/ricci_reference.py``; those tests carry ``@pytest.mark.peers`` and skip when
+the environment is absent. POT's ``emd2`` over networkx shortest paths is the exact
+reference in the main environment.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import subprocess
+from pathlib import Path
+
+import networkx as nx
+import numpy as np
+import ot
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from georag.geometry.ricci import (
+    largest_component,
+    node_measures,
+    ollivier_ricci,
+    ricci_flow,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+PEER_PYTHON = ROOT / ".venv-peers" / "bin" / "python"
+PEER_RUNNER = ROOT / "scripts" / "ricci_reference.py"
+DTYPES = (torch.float32, torch.float64)
+
+
+def run_peer(lengths: np.ndarray, adjacency: np.ndarray, tmp_path: Path, *, mode: str,
+             **options: object) -> dict[str, np.ndarray]:
+    """GraphRicciCurvature 0.6.1 on a batch of graphs, in the peers environment."""
+    if not PEER_PYTHON.exists():
+        pytest.skip(".venv-peers is absent (run `make peers`)")
+    inp, out = tmp_path / "graphs.npz", tmp_path / "reference.npz"
+    np.savez(inp, lengths=lengths, adjacency=adjacency)
+    args = [str(PEER_PYTHON), str(PEER_RUNNER), str(inp), str(out), "--mode", mode]
+    for key, value in options.items():
+        args += [f"--{key.replace('_', '-')}", str(value)]
+    subprocess.run(args, check=True, capture_output=True, timeout=600)
+    return dict(np.load(out))
+
+
+def random_graphs(seed: int, batch: int, n: int, *, weighted: bool,
+                  density: tuple[float, float] = (0.15, 0.8)) -> tuple[np.ndarray, np.ndarray]:
+    """Erdos-Renyi graphs with varied density (often disconnected at low density)."""
+    gen = np.random.default_rng(seed)
+    lengths = np.zeros((batch, n, n))
+    adjacency = np.zeros((batch, n, n), dtype=bool)
+    for g in range(batch):
+        upper = np.triu(gen.random((n, n)) < gen.uniform(*density), 1)
+        adjacency[g] = upper | upper.T
+        w = np.triu(gen.uniform(0.5, 2.0, (n, n)), 1)
+        lengths[g] = np.where(adjacency[g], w + w.T if weighted else 1.0, 0.0)
+    return lengths, adjacency
+
+
+def exact_curvature(lengths: np.ndarray, adjacency: np.ndarray, alpha: float = 0.5,
+                    exp_power: float = 2.0) -> np.ndarray:
+    """Independent per-edge reference: networkx shortest paths + POT emd2."""
+    out = np.zeros_like(lengths)
+    for g in range(lengths.shape[0]):
+        graph = nx.Graph()
+        graph.add_nodes_from(range(lengths.shape[1]))
+        rows, cols = np.nonzero(np.triu(adjacency[g], 1))
+        graph.add_weighted_edges_from((r, c, lengths[g, r, c]) for r, c in zip(rows, cols))
+        dist = dict(nx.all_pairs_dijkstra_path_length(graph))
+
+        def measure(x: int, graph: nx.Graph = graph) -> tuple[list[int], np.ndarray]:
+            nbrs = list(graph.neighbors(x))
+            if not nbrs:
+                return [x], np.ones(1)
+            w = np.array([math.exp(-graph[x][v]["weight"] ** exp_power) for v in nbrs])
+            share = w / w.sum() if w.sum() > 1e-7 else np.full(len(nbrs), 1 / len(nbrs))
+            return nbrs + [x], np.append((1 - alpha) * share, alpha)
+
+        for x, y in zip(rows, cols):
+            sx, mx = measure(x)
+            sy, my = measure(y)
+            cost = np.array([[dist[i][j] for j in sy] for i in sx])
+            d = dist[x][y]
+            out[g, x, y] = out[g, y, x] = 0.0 if d < 1e-7 else 1 - ot.emd2(mx, my, cost) / d
+    return out
+
+
+def g_ab(a: int, b: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The paper's G(a, b): K_{b+1} whose vertices are glued to b+1 copies of K_{a+1}.
+
+    Returns unit lengths, adjacency and a mask of the inter-community edges.
+    """
+    n = (b + 1) * (a + 1)
+    adjacency = np.zeros((n, n), dtype=bool)
+    inter = np.zeros((n, n), dtype=bool)
+    hubs = [c * (a + 1) for c in range(b + 1)]
+    for c in range(b + 1):
+        block = slice(c * (a + 1), (c + 1) * (a + 1))
+        adjacency[block, block] = True
+    for p in hubs:
+        for q in hubs:
+            inter[p, q] = p != q
+    adjacency |= inter
+    np.fill_diagonal(adjacency, False)
+    return adjacency.astype(float), adjacency, inter
+
+
+# ---------------------------------------------------------------- node measures
+
+
+@settings(max_examples=30, deadline=None)
+@given(n=st.integers(2, 12), seed=st.integers(0, 2**16), alpha=st.floats(0.0, 1.0),
+       exp_power=st.sampled_from([0.0, 1.0, 2.0, 5.0]), double=st.booleans())
+def test_node_measures_follow_graphriccicurvature(n, seed, alpha, exp_power, double):
+    lengths, adjacency = random_graphs(seed, 2, n, weighted=True, density=(0.0, 1.0))
+    lengths = lengths * np.random.default_rng(seed).choice([1.0, 3.0])  # 3: sums < 1e-7
+    dtype = torch.float64 if double else torch.float32
+    got = node_measures(torch.tensor(lengths, dtype=dtype), torch.tensor(adjacency),
+                        alpha=alpha, exp_power=exp_power)
+    assert got.dtype == dtype
+    for g in range(2):
+        for x in range(n):
+            nbrs = np.flatnonzero(adjacency[g, x])
+            expected = np.zeros(n)
+            if len(nbrs) == 0:
+                expected[x] = 1.0
+            else:
+                w = np.exp(-lengths[g, x, nbrs] ** exp_power)
+                share = w / w.sum() if w.sum() > 1e-7 else np.full(len(nbrs), 1 / len(nbrs))
+                expected[nbrs] = (1 - alpha) * share
+                expected[x] = alpha
+            np.testing.assert_allclose(got[g, x].double().numpy(), expected, atol=1e-6)
+
+
+# ---------------------------------------------------------------- exact curvature
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("weighted", [False, True])
+def test_exact_curvature_matches_pot_reference(dtype, weighted):
+    lengths, adjacency = random_graphs(1, 4, 9, weighted=weighted)
+    got = ollivier_ricci(torch.tensor(lengths, dtype=dtype), torch.tensor(adjacency),
+                         method="exact")
+    assert got.dtype == dtype
+    atol = 1e-6 if dtype == torch.float64 else 1e-5
+    np.testing.assert_allclose(got.double().numpy(), exact_curvature(lengths, adjacency),
+                               atol=atol)
+
+
+@pytest.mark.peers
+def test_exact_curvature_matches_graphriccicurvature(tmp_path):
+    batches = [random_graphs(2, 3, n, weighted=w) for n in (5, 13, 41) for w in (False, True)]
+    for lengths, adjacency in batches:
+        ref = run_peer(lengths, adjacency, tmp_path, mode="curvature")
+        got = ollivier_ricci(torch.tensor(lengths), torch.tensor(adjacency), method="exact")
+        np.testing.assert_allclose(got.numpy(), ref["curvature"], atol=1e-6)
+
+
+# ---------------------------------------------------------------- Sinkhorn curvature
+
+
+@functools.cache
+def unit_case(n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    lengths, adjacency = random_graphs(3, 2, n, weighted=False)
+    return lengths, adjacency, exact_curvature(lengths, adjacency)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("n", [5, 21, 41])
+def test_sinkhorn_default_within_1e2_on_unit_graphs(dtype, n):
+    lengths, adjacency, exact = unit_case(n)
+    got = ollivier_ricci(torch.tensor(lengths, dtype=dtype), torch.tensor(adjacency))
+    assert np.abs(got.double().numpy() - exact).max() < 1e-2
+
+
+def test_sinkhorn_accuracy_setting_within_1e3_on_unit_graphs():
+    lengths, adjacency, exact = unit_case(21)
+    got = ollivier_ricci(torch.tensor(lengths, dtype=torch.float32), torch.tensor(adjacency),
+                         epsilon=0.02, max_iter=3000, tol=1e-6, transport_dtype=torch.float64)
+    assert np.abs(got.double().numpy() - exact).max() < 1e-3
+
+
+def test_sinkhorn_on_weighted_graphs_within_documented_bounds():
+    # weighted lengths in [0.5, 2]: 2e-2 at the defaults, 5e-3 at the accuracy setting
+    lengths, adjacency = random_graphs(5, 3, 15, weighted=True)
+    exact = exact_curvature(lengths, adjacency)
+    default = ollivier_ricci(torch.tensor(lengths), torch.tensor(adjacency))
+    precise = ollivier_ricci(torch.tensor(lengths), torch.tensor(adjacency), epsilon=0.02,
+                             max_iter=3000, tol=1e-6, transport_dtype=torch.float64)
+    assert np.abs(default.numpy() - exact).max() < 2e-2
+    assert np.abs(precise.numpy() - exact).max() < 5e-3
+
+
+def test_curvature_is_symmetric_and_zero_off_edges():
+    lengths, adjacency = random_graphs(6, 2, 10, weighted=True)
+    kappa = ollivier_ricci(torch.tensor(lengths), torch.tensor(adjacency))
+    assert torch.equal(kappa, kappa.transpose(1, 2))
+    assert (kappa[~torch.tensor(adjacency)] == 0).all()
+
+
+def test_complete_graph_curvature_closed_form():
+    # K_n, unit lengths, alpha = 1/2: the measure is uniform on the neighbours, and the
+    # optimal plan moves (1/2 - 1/(2(n-1))) of mass one hop: kappa = 1/2 + 1/(2(n-1)).
+    n = 6
+    adjacency = ~torch.eye(n, dtype=torch.bool).unsqueeze(0)
+    kappa = ollivier_ricci(adjacency.double(), adjacency, method="exact")
+    expected = 1 - (0.5 - 0.5 / (n - 1))
+    assert torch.allclose(kappa[adjacency], torch.full((n * (n - 1),), expected,
+                                                       dtype=torch.float64))
+
+
+# ---------------------------------------------------------------- flow
+
+
+def _adjacency(n: int, edges: list[tuple[int, int]]) -> torch.Tensor:
+    adjacency = torch.zeros(1, n, n, dtype=torch.bool)
+    for x, y in edges:
+        adjacency[0, x, y] = adjacency[0, y, x] = True
+    return adjacency
+
+
+def test_largest_component_breaks_ties_like_networkx():
+    one = _adjacency(7, [(1, 2), (3, 4), (5, 6), (4, 6)])
+    assert largest_component(one)[0].tolist() == [False] * 3 + [True] * 4
+    tie = _adjacency(7, [(4, 5), (5, 6), (0, 1), (1, 2)])  # {0,1,2} and {4,5,6}
+    assert largest_component(tie)[0].tolist() == [True] * 3 + [False] * 4
+    graph = nx.Graph(tie[0].numpy())
+    assert max(nx.connected_components(graph), key=len) == {0, 1, 2}
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_flow_normalizes_to_mean_one_and_drops_small_components(dtype):
+    lengths, adjacency = random_graphs(7, 4, 12, weighted=True, density=(0.1, 0.3))
+    res = ricci_flow(torch.tensor(lengths, dtype=dtype), torch.tensor(adjacency), iterations=3)
+    assert res.lengths.dtype == dtype
+    core = largest_component(torch.tensor(adjacency))
+    for g in range(4):
+        edges = res.adjacency[g]
+        assert torch.equal(edges, torch.tensor(adjacency[g]) & core[g][:, None] & core[g])
+        if edges.any():
+            assert abs(float(res.lengths[g][edges].mean()) - 1.0) < 1e-5
+        assert (res.lengths[g][~edges] == 0).all()
+
+
+def test_flow_stops_when_curvature_is_flat():
+    # every edge of a complete graph has the same curvature: stop after one step
+    adjacency = ~torch.eye(5, dtype=torch.bool).unsqueeze(0)
+    res = ricci_flow(adjacency.double(), adjacency, iterations=20, method="exact")
+    assert res.iterations.tolist() == [1]
+    assert torch.allclose(res.lengths[adjacency], torch.ones(20, dtype=torch.float64))
+
+
+def test_flow_history_has_every_step():
+    lengths, adjacency = random_graphs(8, 2, 8, weighted=False, density=(0.5, 0.9))
+    res = ricci_flow(torch.tensor(lengths), torch.tensor(adjacency), iterations=4, history=True)
+    assert res.history_lengths.shape == (5, 2, 8, 8)
+    assert torch.equal(res.history_lengths[-1], res.lengths)
+    assert torch.equal(res.history_curvature[-1], res.curvature)
+
+
+def test_isolated_padding_nodes_never_flow():
+    lengths, adjacency = random_graphs(9, 3, 10, weighted=False, density=(0.6, 0.9))
+    adjacency[:, 7:, :] = adjacency[:, :, 7:] = False
+    lengths[~adjacency] = 0.0
+    res = ricci_flow(torch.tensor(lengths), torch.tensor(adjacency), iterations=2)
+    assert not res.adjacency[:, 7:].any() and (res.lengths[:, 7:] == 0).all()
+    assert (res.curvature[:, 7:] == 0).all()
+
+
+@pytest.mark.parametrize("method", ["exact", "sinkhorn"])
+def test_g_ab_intra_edges_shrink_faster_than_inter_edges(method):
+    # Theorem 3.1 (alpha = 0, p = 0) on G(5, 3); Proposition 3.2's practical (1/2, 2) too
+    lengths, adjacency, inter = g_ab(5, 3)
+    intra = adjacency & ~inter
+    for alpha, power in ((0.0, 0.0), (0.5, 2.0)):
+        res = ricci_flow(torch.tensor(lengths)[None], torch.tensor(adjacency)[None],
+                         iterations=10, alpha=alpha, exp_power=power, method=method,
+                         history=True)
+        w = res.history_lengths[:, 0].numpy()
+        ratio = w[:, intra].mean(1) / w[:, inter].mean(1)
+        assert ratio[-1] < 0.5 * ratio[0], (alpha, power, ratio)
+        assert w[-1][intra].max() < w[-1][inter].min()
+
+
+@pytest.mark.peers
+def test_exact_flow_matches_graphriccicurvature(tmp_path):
+    lengths, adjacency = random_graphs(10, 6, 9, weighted=True, density=(0.2, 0.7))
+    ref = run_peer(lengths, adjacency, tmp_path, mode="flow", iterations=5)
+    res = ricci_flow(torch.tensor(lengths), torch.tensor(adjacency), iterations=5,
+                     method="exact")
+    assert np.array_equal(res.adjacency.numpy(), ref["adjacency"])
+    np.testing.assert_allclose(res.lengths.numpy(), ref["lengths"], atol=1e-6)
+    np.testing.assert_allclose(res.curvature.numpy(), ref["curvature"], atol=1e-6)
+
+
+# ---------------------------------------------------------------- bad input
+
+
+@pytest.mark.parametrize(
+    "change, match",
+    [
+        (lambda lengths, adj: (lengths, adj.float()), "bool tensor"),
+        (lambda lengths, adj: (lengths, adj & torch.triu(adj)), "symmetric"),
+        (lambda lengths, adj: (lengths, adj | torch.eye(6, dtype=torch.bool)), "diagonal"),
+        (lambda lengths, adj: (-lengths, adj), "non-negative"),
+        (lambda lengths, adj: (lengths.masked_fill(adj, math.nan), adj), "finite"),
+        (lambda lengths, adj: (lengths[0], adj[0]), "shape"),
+    ],
+)
+def test_bad_graphs_are_rejected(change, match):
+    adjacency = ~torch.eye(6, dtype=torch.bool).expand(2, 6, 6).clone()
+    lengths, adjacency = change(adjacency.float(), adjacency)
+    for fn in (ollivier_ricci, ricci_flow):
+        with pytest.raises(ValueError, match=match):
+            fn(lengths, adjacency)
+
+
+@pytest.mark.parametrize("kwargs, match", [(dict(alpha=1.5), "alpha"),
+                                           (dict(exp_power=-1.0), "exp_power"),
+                                           (dict(method="cvxpy"), "method")])
+def test_bad_options_are_rejected(kwargs, match):
+    adjacency = ~torch.eye(4, dtype=torch.bool).unsqueeze(0)
+    with pytest.raises(ValueError, match=match):
+        ollivier_ricci(adjacency.float(), adjacency, **kwargs)
