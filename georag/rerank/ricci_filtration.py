@@ -21,7 +21,7 @@ from georag.geometry.graphs import cosine_dissimilarity, threshold_graph
 from georag.geometry.ricci import CURVATURE_METHODS, RicciFlowResult, ricci_flow
 from georag.rerank.base import CandidateBatch, RerankResult
 
-__all__ = ["RicciFiltrationConfig", "RicciFiltration", "RicciFiltrationOutput"]
+__all__ = ["RicciFiltrationConfig", "RicciFiltration", "RicciFiltrationOutput", "query_graphs"]
 
 
 @dataclass(frozen=True)
@@ -100,6 +100,39 @@ class RicciFiltrationOutput:
     flow: RicciFlowResult
 
 
+def query_graphs(batch: CandidateBatch, *, top_m: int = 20, quantile: float = 0.5
+                 ) -> tuple[torch.Tensor, torch.Tensor]:
+    """The paper's graphs: query (node 0) and its ``top_m`` candidates, percentile edges.
+
+    Parameters
+    ----------
+    batch : CandidateBatch
+    top_m, quantile
+        See :class:`RicciFiltrationConfig`.
+
+    Returns
+    -------
+    adjacency : torch.Tensor, shape (B, 1 + W, 1 + W), bool
+        ``W = min(top_m, M)``; nodes of padded slots are isolated, and node 0 (the
+        query) is joined to every real candidate.
+    slots : torch.Tensor, shape (B, W), long
+        Batch slot of node ``1 + w``: the candidates by decreasing first-stage score.
+    """
+    if batch.num_candidates < 2:
+        raise ValueError(
+            f"Ricci-Filtration needs at least 2 candidate slots (M >= 2), "
+            f"got M={batch.num_candidates}")
+    width = min(top_m, batch.num_candidates)
+    ranked = batch.scores.masked_fill(~batch.mask, -torch.inf)
+    slots = torch.argsort(ranked, dim=1, descending=True, stable=True)[:, :width]
+    pooled = torch.gather(batch.mask, 1, slots)
+    index = slots.unsqueeze(2).expand(-1, -1, batch.cands.shape[2])
+    nodes = torch.cat([batch.query.unsqueeze(1), torch.gather(batch.cands, 1, index)], dim=1)
+    node_mask = torch.cat([torch.ones_like(pooled[:, :1]), pooled], dim=1)
+    r = cosine_dissimilarity(nodes, mask=node_mask)
+    return threshold_graph(r, quantile=quantile, force_node=0, mask=node_mask), slots
+
+
 class RicciFiltration:
     """Ricci-flow filter: keeps the candidates near the query after the flow.
 
@@ -135,21 +168,8 @@ class RicciFiltration:
     def filtrate(self, batch: CandidateBatch, *, history: bool = False) -> RicciFiltrationOutput:
         """Run the graph construction, flow and surgery; return the details."""
         cfg = self.config
-        b, m = batch.mask.shape
-        if m < 2:
-            raise ValueError(
-                f"Ricci-Filtration needs at least 2 candidate slots (M >= 2), got M={m}")
-        width = min(cfg.top_m, m)
-        ranked = batch.scores.masked_fill(~batch.mask, -torch.inf)
-        slots = torch.argsort(ranked, dim=1, descending=True, stable=True)[:, :width]
-        pooled = torch.gather(batch.mask, 1, slots)
-        index = slots.unsqueeze(2).expand(-1, -1, batch.cands.shape[2])
-        cands = torch.gather(batch.cands, 1, index)
-        nodes = torch.cat([batch.query.unsqueeze(1), cands], dim=1)
-        node_mask = torch.cat([torch.ones_like(pooled[:, :1]), pooled], dim=1)
-
-        r = cosine_dissimilarity(nodes, mask=node_mask)
-        adjacency = threshold_graph(r, quantile=cfg.quantile, force_node=0, mask=node_mask)
+        adjacency, slots = query_graphs(batch, top_m=cfg.top_m, quantile=cfg.quantile)
+        pooled = adjacency[:, 0, 1:]
         flow = ricci_flow(
             adjacency.to(batch.cands.dtype), adjacency, iterations=cfg.iterations,
             step=cfg.step, alpha=cfg.alpha, exp_power=cfg.exp_power, method=cfg.method,
