@@ -31,7 +31,7 @@ from torch import nn
 from georag.geometry.hyperbolic import add_time, oem_pool, rescale_to_hyperboloid
 from georag.retrieval.encoder import resolve_model_path
 
-__all__ = ["DEFAULT_MODEL", "load_word_embeddings", "HyTEProjection", "HyTEEncoder"]
+__all__ = ["DEFAULT_MODEL", "load_word_embeddings", "HyTEProjection", "TokenIds", "HyTEEncoder"]
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
 _FORMAT = "georag-hyte-h-v1"
@@ -170,6 +170,75 @@ class HyTEProjection(nn.Module):
         return digest.hexdigest()[:16]
 
 
+class TokenIds:
+    """Texts to word-piece id arrays for HyTE-H: special and unknown tokens removed.
+
+    Parameters
+    ----------
+    tokenizer : transformers fast tokenizer
+        The tokenizer of the checkpoint the word embeddings come from.
+    max_tokens : int
+        Word pieces kept per text (longer texts are truncated).
+    name : str
+        The model's name, used in error messages.
+    """
+
+    def __init__(self, tokenizer, *, max_tokens: int = 512, name: str = "") -> None:
+        if max_tokens <= 0:
+            raise ValueError(f"max_tokens must be positive, got {max_tokens}")
+        if not getattr(tokenizer, "is_fast", False):
+            raise ValueError("tokenizer must be a fast (Rust) tokenizer")
+        self.tokenizer = tokenizer
+        self.max_tokens = max_tokens
+        self.name = name
+        self._skip = np.asarray(sorted(set(tokenizer.all_special_ids)), dtype=np.int64)
+
+    @classmethod
+    def from_pretrained(cls, model_path: str | os.PathLike = DEFAULT_MODEL, *,
+                        max_tokens: int = 512) -> TokenIds:
+        """Load the tokenizer of a model folder (or a name resolved offline)."""
+        from transformers import AutoTokenizer
+
+        tokenizer = AutoTokenizer.from_pretrained(resolve_model_path(str(model_path)))
+        return cls(tokenizer, max_tokens=max_tokens, name=str(model_path))
+
+    def __len__(self) -> int:
+        return len(self.tokenizer)
+
+    def __call__(self, texts: list[str]) -> list[np.ndarray]:
+        """Word-piece ids of each text, as int64 arrays.
+
+        Raises
+        ------
+        ValueError
+            When a text has no token in the vocabulary (empty, or only unknown symbols).
+        """
+        if isinstance(texts, str):
+            raise ValueError("texts must be a list of str, got a single str")
+        encoded = self.tokenizer.backend_tokenizer.encode_batch(list(texts),
+                                                                add_special_tokens=False)
+        ids = [np.asarray(row.ids[:self.max_tokens], dtype=np.int64) for row in encoded]
+        ids = [row[~np.isin(row, self._skip)] for row in ids]
+        empty = [i for i, row in enumerate(ids) if row.size == 0]
+        if empty:
+            raise ValueError(
+                f"texts{empty[:10]} have no token in the vocabulary of {self.name!r} "
+                f"(empty, or only unknown symbols): {[texts[i][:40] for i in empty[:3]]}"
+            )
+        return ids
+
+    @staticmethod
+    def pad(ids: list[np.ndarray]) -> tuple[torch.Tensor, torch.Tensor]:
+        """Pad id arrays into ``input_ids`` (B, T) int64 and ``mask`` (B, T) bool."""
+        width = max(row.size for row in ids)
+        out = np.zeros((len(ids), width), dtype=np.int64)
+        mask = np.zeros((len(ids), width), dtype=bool)
+        for i, row in enumerate(ids):
+            out[i, :row.size] = row
+            mask[i, :row.size] = True
+        return torch.from_numpy(out), torch.from_numpy(mask)
+
+
 class HyTEEncoder:
     """Texts to OEM-pooled Lorentz points with a frozen tokenizer and a :class:`HyTEProjection`.
 
@@ -182,14 +251,17 @@ class HyTEEncoder:
         Where the word embeddings and tokenizer come from (recorded in saved files).
     max_tokens : int
         Word pieces kept per text (longer texts are truncated).
+
+    Attributes
+    ----------
+    tokenize : TokenIds
+        ``encoder.tokenize(texts)`` gives the word-piece id arrays that :meth:`encode_ids`
+        pools.
     """
 
     def __init__(self, projection: HyTEProjection, tokenizer, *, model_path: str,
                  max_tokens: int = 512) -> None:
-        if max_tokens <= 0:
-            raise ValueError(f"max_tokens must be positive, got {max_tokens}")
-        if not getattr(tokenizer, "is_fast", False):
-            raise ValueError("tokenizer must be a fast (Rust) tokenizer")
+        self.tokenize = TokenIds(tokenizer, max_tokens=max_tokens, name=model_path)
         if len(tokenizer) > projection.embeddings.shape[0]:
             raise ValueError(
                 f"tokenizer has {len(tokenizer)} tokens but the embeddings only "
@@ -199,7 +271,6 @@ class HyTEEncoder:
         self.tokenizer = tokenizer
         self.model_path = model_path
         self.max_tokens = max_tokens
-        self._skip = np.asarray(sorted(set(tokenizer.all_special_ids)), dtype=np.int64)
         self._table_key: tuple | None = None
         self._table: torch.Tensor | None = None
         self._log_weight: torch.Tensor | None = None
@@ -247,7 +318,7 @@ class HyTEEncoder:
     def save(self, path: str | os.PathLike) -> None:
         """Write the projection weights and settings (not the frozen embeddings)."""
         proj = self.projection
-        settings = dict(hidden=proj.w1.out_features, k=float(proj.k), power=proj.power,
+        settings = dict(hidden=proj.w1.out_features, k=float(proj.k.detach()), power=proj.power,
                         learn_curvature=proj.log_k.requires_grad, max_tokens=self.max_tokens)
         state = {key: value.detach().cpu() for key, value in proj.state_dict().items()}
         tmp = Path(f"{path}.tmp")
@@ -260,38 +331,10 @@ class HyTEEncoder:
         """Spatial dimension d; encodings have d + 1 coordinates."""
         return self.projection.dim
 
-    def tokenize(self, texts: list[str]) -> list[np.ndarray]:
-        """Word-piece ids of each text, special and unknown tokens removed.
-
-        Raises
-        ------
-        ValueError
-            When a text has no token in the vocabulary (empty, or only unknown symbols).
-        """
-        if isinstance(texts, str):
-            raise ValueError("texts must be a list of str, got a single str")
-        encoded = self.tokenizer.backend_tokenizer.encode_batch(list(texts),
-                                                                add_special_tokens=False)
-        ids = [np.asarray(row.ids[:self.max_tokens], dtype=np.int64) for row in encoded]
-        ids = [row[~np.isin(row, self._skip)] for row in ids]
-        empty = [i for i, row in enumerate(ids) if row.size == 0]
-        if empty:
-            raise ValueError(
-                f"texts{empty[:10]} have no token in the vocabulary of {self.model_path!r} "
-                f"(empty, or only unknown symbols): {[texts[i][:40] for i in empty[:3]]}"
-            )
-        return ids
-
     @staticmethod
     def pad(ids: list[np.ndarray]) -> tuple[torch.Tensor, torch.Tensor]:
         """Pad id arrays into ``input_ids`` (B, T) int64 and ``mask`` (B, T) bool."""
-        width = max(row.size for row in ids)
-        out = np.zeros((len(ids), width), dtype=np.int64)
-        mask = np.zeros((len(ids), width), dtype=bool)
-        for i, row in enumerate(ids):
-            out[i, :row.size] = row
-            mask[i, :row.size] = True
-        return torch.from_numpy(out), torch.from_numpy(mask)
+        return TokenIds.pad(ids)
 
     def _vocab_table(self) -> tuple[torch.Tensor, torch.Tensor]:
         proj = self.projection

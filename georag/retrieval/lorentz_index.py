@@ -14,8 +14,9 @@ On disk an index is a folder (the paper's three-file format, split a little furt
     All chunk texts, UTF-8, concatenated and zlib-compressed (default level).
 ``paths.<g>.txt``
     The source document paths or ids, one per line.
-``bm25.<g>/``
-    The BM25 state (:class:`~georag.retrieval.bm25.BM25Index`).
+``bm25.<g>.bin``
+    The BM25 state (:class:`BM25State`): bm25s' term-document score matrix as raw
+    float32 / int32 / int64 arrays and the vocabulary, one term per line.
 ``projection.<g>.pt``
     The HyTE-H projection the points were made with (queries must use the same).
 
@@ -27,6 +28,7 @@ the sizes and the checksums and raises :class:`IndexFormatError` naming the bad 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -42,19 +44,165 @@ import torch
 from georag.data.chunking import chunk_documents
 from georag.models.hyte import HyTEEncoder
 from georag.rerank.hyte import HyTEConfig, hybrid_scores
-from georag.retrieval.bm25 import BM25Index
+from georag.retrieval.bm25 import BM25Index, tokenize
 
-__all__ = ["IndexFormatError", "LorentzIndex", "build_lorentz_index"]
+__all__ = ["BM25State", "IndexFormatError", "LorentzIndex", "build_lorentz_index"]
 
 FORMAT = "georag-lorentz-index"
 VERSION = 1
 MAGIC = b"GEORAGLZ"
 _HEADER = struct.Struct("<8sIIQQ")  # magic, version, reserved, N, D  (32 bytes)
+_BM25_HEADER = struct.Struct("<8sIIQQQQ")  # magic, version, reserved, nnz, V, N, vocab bytes
+_BM25_MAGIC = b"GEORAGBM"
 _OWNED = re.compile(r"^\.?(idx|texts|chunks|paths|projection|bm25)\.")  # files of any generation
 
 
 class IndexFormatError(ValueError):
     """The folder is not a georag Lorentz index, or one of its files is damaged."""
+
+
+def _term_hash(term: str) -> int:
+    return int.from_bytes(hashlib.blake2b(term.encode("utf-8"), digest_size=8).digest(), "little")
+
+
+class BM25State:
+    """The BM25 part of an index: bm25s' precomputed (Lucene) term-document scores.
+
+    Built by georag's :class:`~georag.retrieval.bm25.BM25Index` (bm25s) and stored as raw
+    arrays: the sparse scores, the terms, and a sorted table of 64-bit term hashes. A load
+    maps the arrays without parsing anything (no vocabulary dict is built); a search looks
+    terms up by hash (checked against the stored term) and scores a whole batch of queries
+    with one sparse matrix product, where bm25s scores queries one by one. Scores
+    equal ``BM25Index.search``'s (up to float32 summation order).
+
+    Parameters
+    ----------
+    arrays : dict of str to numpy.ndarray
+        ``data`` (nnz,) float32 scores; ``indices`` (nnz,) int32 documents; ``indptr``
+        (V + 1,) int32, the scores of term j being ``data[indptr[j]:indptr[j + 1]]``;
+        ``hashes`` (V,) uint64 sorted; ``order`` (V,) int32, the term of each hash;
+        ``offsets`` (V + 1,) int64 into ``words``.
+    words : bytes
+        The terms, UTF-8, concatenated in id order.
+    num_docs : int
+    tokenizer : str
+        As in :func:`georag.retrieval.bm25.tokenize`.
+    """
+
+    _LAYOUT = (("data", np.float32, "nnz"), ("indices", np.int32, "nnz"),
+               ("indptr", np.int32, "v1"), ("hashes", np.uint64, "v"), ("order", np.int32, "v"),
+               ("offsets", np.int64, "v1"))
+
+    def __init__(self, arrays: dict[str, np.ndarray], words: bytes, *, num_docs: int,
+                 tokenizer: str) -> None:
+        nnz, vocab = len(arrays["data"]), len(arrays["hashes"])
+        if (len(arrays["indices"]) != nnz or len(arrays["indptr"]) != vocab + 1
+                or int(arrays["indptr"][-1]) != nnz or len(arrays["order"]) != vocab
+                or len(arrays["offsets"]) != vocab + 1 or int(arrays["offsets"][-1]) != len(words)):
+            raise IndexFormatError(
+                f"BM25 state: array sizes disagree ({nnz} scores, {vocab} terms)")
+        from scipy.sparse import csr_matrix
+
+        self.arrays = arrays
+        self.words = words
+        self.num_docs = num_docs
+        self.tokenizer = tokenizer
+        # term x document scores; shares memory with the arrays (no copy at load)
+        self.matrix = csr_matrix((arrays["data"], arrays["indices"], arrays["indptr"]),
+                                 shape=(vocab, num_docs))
+
+    @classmethod
+    def from_bm25(cls, index: BM25Index) -> BM25State:
+        """Take the state of a built :class:`BM25Index`."""
+        scores = index.retriever.scores
+        if len(scores["data"]) >= 2**31:
+            raise ValueError(f"index: {len(scores['data'])} BM25 postings exceed int32 offsets")
+        terms = len(scores["indptr"]) - 1  # bm25s adds a column-less "" term after these
+        vocab = sorted(index.retriever.vocab_dict, key=index.retriever.vocab_dict.get)[:terms]
+        encoded = [term.encode("utf-8") for term in vocab]
+        hashes = np.asarray([_term_hash(term) for term in vocab], dtype=np.uint64)
+        order = np.argsort(hashes, kind="stable").astype(np.int32)
+        arrays = {
+            "data": np.asarray(scores["data"], dtype=np.float32),
+            "indices": np.asarray(scores["indices"], dtype=np.int32),
+            "indptr": np.asarray(scores["indptr"], dtype=np.int32),
+            "hashes": hashes[order], "order": order,
+            "offsets": np.cumsum([0] + [len(e) for e in encoded], dtype=np.int64),
+        }
+        return cls(arrays, b"".join(encoded), num_docs=index.num_docs,
+                   tokenizer=index.tokenizer)
+
+    def to_bytes(self) -> bytes:
+        """Header, then the arrays of ``_LAYOUT`` and the terms."""
+        head = _BM25_HEADER.pack(_BM25_MAGIC, VERSION, 0, len(self.arrays["data"]),
+                                 len(self.arrays["hashes"]), self.num_docs, len(self.words))
+        return b"".join([head] + [self.arrays[name].astype(dtype).tobytes()
+                                  for name, dtype, _ in self._LAYOUT] + [self.words])
+
+    @classmethod
+    def from_bytes(cls, blob: bytes, *, tokenizer: str, where: str) -> BM25State:
+        """Inverse of :meth:`to_bytes`; the arrays are views of ``blob``."""
+        if len(blob) < _BM25_HEADER.size:
+            raise IndexFormatError(f"{where}: too short for a BM25 state")
+        magic, version, _, nnz, vocab, num_docs, words = _BM25_HEADER.unpack_from(blob)
+        counts = {"nnz": nnz, "v": vocab, "v1": vocab + 1}
+        sizes = [np.dtype(dtype).itemsize * counts[n] for _, dtype, n in cls._LAYOUT]
+        if magic != _BM25_MAGIC or version != VERSION or \
+                len(blob) != _BM25_HEADER.size + sum(sizes) + words:
+            raise IndexFormatError(f"{where}: not a georag BM25 state (bad header or size)")
+        arrays, at = {}, _BM25_HEADER.size
+        for (name, dtype, n), size in zip(cls._LAYOUT, sizes, strict=True):
+            arrays[name] = np.frombuffer(blob, dtype, counts[n], at)
+            at += size
+        return cls(arrays, blob[at:], num_docs=num_docs, tokenizer=tokenizer)
+
+    def term_ids(self, terms: list[str]) -> np.ndarray:
+        """Ids of ``terms`` (-1 for terms not in the vocabulary), shape (len(terms),)."""
+        hashes, order, offsets = self.arrays["hashes"], self.arrays["order"], self.arrays["offsets"]
+        wanted = np.asarray([_term_hash(term) for term in terms], dtype=np.uint64)
+        pos = np.searchsorted(hashes, wanted)
+        out = np.full(len(terms), -1, dtype=np.int64)
+        for i, (term, p) in enumerate(zip(terms, pos.tolist(), strict=True)):
+            key = term.encode("utf-8")
+            while p < len(hashes) and hashes[p] == wanted[i]:  # equal hashes: check the term
+                j = int(order[p])
+                if self.words[offsets[j]:offsets[j + 1]] == key:
+                    out[i] = j
+                    break
+                p += 1
+        return out
+
+    def search(self, queries: list[str], k: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Top-``k`` documents per query, scored in batches.
+
+        Returns
+        -------
+        scores : torch.Tensor, shape (B, k'), float32
+        indices : torch.Tensor, shape (B, k'), int64
+            ``k' = min(k, num_docs)``; a query with no known term scores 0 everywhere.
+        """
+        if k <= 0:
+            raise ValueError(f"k must be positive, got {k}")
+        from scipy.sparse import csr_matrix
+
+        k = min(k, self.num_docs)
+        tokens = tokenize(list(queries), self.tokenizer)
+        lengths = np.asarray([len(words) for words in tokens], dtype=np.int64)
+        ids = self.term_ids([word for words in tokens for word in words])
+        rows = np.repeat(np.arange(len(tokens)), lengths)
+        known = ids >= 0
+        counts = csr_matrix(  # query-term counts; repeated terms add up, as in bm25s
+            (np.ones(int(known.sum()), np.float32), (rows[known], ids[known])),
+            shape=(len(tokens), self.matrix.shape[0]))
+        out_s, out_i = [], []
+        for start in range(0, len(tokens), 1024):
+            dense = (counts[start:start + 1024] @ self.matrix).toarray()
+            top = torch.from_numpy(dense).topk(k, dim=1)
+            out_s.append(top.values)
+            out_i.append(top.indices)
+        if not out_s:
+            return torch.empty(0, k), torch.empty(0, k, dtype=torch.long)
+        return torch.cat(out_s), torch.cat(out_i)
 
 
 def _crc32(data) -> int:
@@ -113,13 +261,13 @@ class LorentzIndex:
         Index into ``sources`` of each chunk.
     chunk_part : numpy.ndarray, shape (N,), int64
         Number of each chunk within its source.
-    bm25 : BM25Index
+    bm25 : BM25State
     config : HyTEConfig
         Search defaults (alpha, top_m, offset) and the model the points were made with.
     """
 
     def __init__(self, path: Path, manifest: dict, points: np.ndarray, meta: dict,
-                 sources: list[str], texts_z: bytes, bm25: BM25Index,
+                 sources: list[str], texts_z: bytes, bm25: BM25State,
                  encoder: HyTEEncoder | None) -> None:
         self.path = path
         self.manifest = manifest
@@ -235,24 +383,22 @@ class LorentzIndex:
         matrix = np.memmap(idx_file, dtype=np.float32, mode="c", offset=_HEADER.size,
                            shape=(n, d))
         blobs = {name: (path / files[name]["name"]).read_bytes()
-                 for name in ("chunks", "texts", "paths")}
+                 for name in ("chunks", "texts", "paths", "bm25")}
         if verify:
-            checks = {"idx": None, **blobs}
-            for name, blob in checks.items():
-                crc = _file_crc(idx_file) if blob is None else _crc32(blob)
+            crcs = {name: _crc32(blob) for name, blob in blobs.items()}
+            crcs["idx"] = zlib.crc32(memoryview(matrix).cast("B"), zlib.crc32(header)) \
+                & 0xFFFFFFFF
+            crcs["projection"] = _file_crc(path / files["projection"]["name"])
+            for name, crc in crcs.items():
                 if crc != files[name]["crc32"]:
                     raise IndexFormatError(f"{path / files[name]['name']}: checksum mismatch "
                                            "(corrupt file)")
-            for name, entry in files.items():
-                if name.startswith("bm25/") or name == "projection":
-                    if _file_crc(path / entry["name"]) != entry["crc32"]:
-                        raise IndexFormatError(f"{path / entry['name']}: checksum mismatch "
-                                               "(corrupt file)")
         meta = json.loads(blobs["chunks"])
         sources = blobs["paths"].decode("utf-8").split("\n")[:-1]
         if len(meta["source"]) != n or len(sources) != manifest["num_sources"]:
             raise IndexFormatError(f"{path}: chunk metadata and sources disagree with the manifest")
-        bm25 = BM25Index.load(path / f"bm25.{manifest['generation']}")
+        bm25 = BM25State.from_bytes(blobs["bm25"], tokenizer=manifest["bm25"]["tokenizer"],
+                                    where=str(path / files["bm25"]["name"]))
         if bm25.num_docs != n:
             raise IndexFormatError(f"{path}: BM25 state holds {bm25.num_docs} chunks, not {n}")
         return cls(path, manifest, matrix, meta, sources, blobs["texts"], bm25, encoder)
@@ -364,11 +510,7 @@ def _write(path: Path, *, matrix: np.ndarray, source: np.ndarray, part: np.ndarr
     proj = path / f"projection.{g}.pt"
     files["projection"] = {"name": proj.name, "size": proj.stat().st_size,
                            "crc32": _file_crc(proj)}
-    bm25_dir = path / f"bm25.{g}"
-    BM25Index.build(texts, **bm25).save(bm25_dir)
-    for file in sorted(bm25_dir.iterdir()):
-        files[f"bm25/{file.name}"] = {"name": f"{bm25_dir.name}/{file.name}",
-                                     "size": file.stat().st_size, "crc32": _file_crc(file)}
+    put("bm25", f"bm25.{g}.bin", BM25State.from_bm25(BM25Index.build(texts, **bm25)).to_bytes())
     manifest = {
         "format": FORMAT, "version": VERSION, "generation": g,
         "num_chunks": int(matrix.shape[0]), "dim": int(matrix.shape[1]),

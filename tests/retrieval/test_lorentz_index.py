@@ -13,7 +13,12 @@ from georag.geometry.hyperbolic import lorentz_inner
 from georag.models.hyte import HyTEEncoder, HyTEProjection
 from georag.retrieval import lorentz_index as li
 from georag.retrieval.bm25 import BM25Index
-from georag.retrieval.lorentz_index import IndexFormatError, LorentzIndex, build_lorentz_index
+from georag.retrieval.lorentz_index import (
+    BM25State,
+    IndexFormatError,
+    LorentzIndex,
+    build_lorentz_index,
+)
 
 DOCS = {
     "notes/hyperbolic.txt": "Hyperbolic space embeds trees and taxonomies with low distortion. "
@@ -121,18 +126,32 @@ def _corrupt(path, offset=-5):
 
 
 @pytest.mark.parametrize("victim", ["idx.1.bin", "texts.1.z", "chunks.1.json", "paths.1.txt",
-                                    "projection.1.pt"])
+                                    "projection.1.pt", "bm25.1.bin"])
 def test_corrupt_files_are_rejected(index, victim):
     _corrupt(index.path / victim)
     with pytest.raises(IndexFormatError, match=f"{victim}: checksum mismatch"):
         LorentzIndex.load(index.path)
 
 
-def test_corrupt_bm25_state_is_rejected(index):
-    victim = sorted((index.path / "bm25.1").glob("*.npy"))[0]
-    _corrupt(victim)
-    with pytest.raises(IndexFormatError, match="checksum mismatch"):
-        LorentzIndex.load(index.path)
+def test_bm25_state_scores_equal_bm25s(index):
+    texts = index.texts
+    reference = BM25Index.build(texts, tokenizer="whitespace")
+    state = BM25State.from_bm25(reference)
+    queries = ["dogs and cats cats", "Hyperbolic trees", "zzz unknown", "the"]
+    want_s, want_i = reference.search(queries, 5)
+    got_s, got_i = state.search(queries, 5)
+    torch.testing.assert_close(got_s, want_s)
+    for row in range(len(queries)):  # same documents wherever the score is not tied
+        untied = want_s[row] > 0
+        assert set(got_i[row][untied].tolist()) == set(want_i[row][untied].tolist())
+    assert (got_s[2] == 0).all()
+    again = BM25State.from_bytes(state.to_bytes(), tokenizer="whitespace", where="x")
+    torch.testing.assert_close(again.search(queries, 8)[0], state.search(queries, 8)[0])
+    assert again.search(queries, 50)[0].shape == (4, len(texts))
+    with pytest.raises(IndexFormatError, match="not a georag BM25 state"):
+        BM25State.from_bytes(state.to_bytes()[:-3], tokenizer="whitespace", where="x")
+    with pytest.raises(ValueError, match="k must be positive"):
+        state.search(queries, 0)
 
 
 def test_truncated_and_foreign_files(index, tmp_path):
@@ -199,4 +218,4 @@ def test_stored_projection_is_used_without_an_encoder(index, tmp_path):
     loaded = LorentzIndex.load(copy)
     assert loaded._encoder is None
     torch.testing.assert_close(loaded.search(QUERIES, 3), index.search(QUERIES, 3))
-    assert isinstance(loaded.bm25, BM25Index) and loaded.bm25.tokenizer == "whitespace"
+    assert isinstance(loaded.bm25, BM25State) and loaded.bm25.tokenizer == "whitespace"
