@@ -19,10 +19,10 @@ venv: $(BIN)/.installed
 demo: venv
 	HF_HUB_OFFLINE=1 $(BIN)/georag demo
 
-test: venv
+test: venv peers
 	HF_HUB_OFFLINE=1 WANDB_MODE=offline $(BIN)/python -m pytest -q
 
-test-slow: venv
+test-slow: venv peers
 	HF_HUB_OFFLINE=1 WANDB_MODE=offline $(BIN)/python -m pytest -q -m slow
 
 lint: venv

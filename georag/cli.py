@@ -81,6 +81,14 @@ def _build_parser() -> argparse.ArgumentParser:
     scatter.add_argument("--metric", default="ndcg@10")
     scatter.add_argument("--out", type=Path, help="PNG (default: beside results.json)")
 
+    flow = figures.add_parser(
+        "flow", help="Ricci flow of one query's graph (paper Fig. 3) + final-length histogram"
+    )
+    flow.add_argument("--dataset", required=True, help="data set name or BEIR folder")
+    flow.add_argument("--data-dir", help="where data set names resolve")
+    flow.add_argument("--query", type=int, default=0, help="index of the query to draw")
+    flow.add_argument("--out", type=Path, default=Path("runs/plots"), help="output folder")
+
     search = sub.add_parser("search", help="query an index built by 'georag index'")
     search.add_argument("--index", required=True, type=Path, help="index folder")
     search.add_argument("query", nargs="+", help="query text")
@@ -168,11 +176,44 @@ def _cmd_search(args: argparse.Namespace) -> None:
         print(f"{rank:3d}  {score:8.4f}  {doc_id}  {text[:100]}")
 
 
+def _plot_flow(args: argparse.Namespace) -> None:
+    import torch
+
+    from georag.data.beir import load_beir
+    from georag.eval.plots_ricci import plot_flow, plot_query_edge_histogram
+    from georag.rerank.ricci_filtration import RicciFiltration
+    from georag.retrieval.candidates import FirstStage, FirstStageConfig
+
+    dataset = load_beir(args.dataset, data_dir=args.data_dir)
+    ids = list(dataset.queries)
+    if not 0 <= args.query < len(ids):
+        raise ValueError(f"--query must be in [0, {len(ids)}), got {args.query}")
+    stage = FirstStage(dataset, FirstStageConfig(top_m=20))
+    batch = stage.retrieve(ids, [dataset.queries[q] for q in ids])
+    ricci = RicciFiltration()
+    one = ricci.filtrate(batch.slice(args.query, args.query + 1), history=True)
+    slots = one.slots[0].tolist()
+    relevant = [batch.doc_ids[args.query][s] in dataset.qrels[ids[args.query]] for s in slots]
+    history = one.flow.history_lengths[:, 0, 0, 1 : 1 + len(slots)]
+    eta = ricci.config.eta
+    args.out.mkdir(parents=True, exist_ok=True)
+    flow_png = plot_flow(
+        history.numpy(), args.out / "flow.png", eta=eta, relevant=torch.tensor(relevant).numpy()
+    )
+    lengths = ricci.filtrate(batch).query_lengths
+    finite = lengths[torch.isfinite(lengths)]
+    histogram_png = plot_query_edge_histogram(finite.numpy(), args.out / "query_edges.png", eta=eta)
+    print(f"wrote {flow_png} and {histogram_png}")
+
+
 def _cmd_plot(args: argparse.Namespace) -> None:
     import json
 
     from georag.eval.plots import plot_quality_latency
 
+    if args.figure == "flow":
+        _plot_flow(args)
+        return
     if not args.results.is_file():
         raise ValueError(f"--results: no such file {args.results}")
     rows = json.loads(args.results.read_text())

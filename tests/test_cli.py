@@ -58,3 +58,14 @@ def test_eval_on_demo_writes_results(tmp_path, embedding_cache_dir, monkeypatch,
     png = out / "scatter.png"
     assert main(["plot", "scatter", "--results", str(out / "results.json"), "--out", str(png)]) == 0
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5000
+
+
+def test_plot_flow_on_demo(tmp_path, embedding_cache_dir, monkeypatch):
+    from georag.data.bundled import DEMO_DIR
+
+    monkeypatch.setenv("GEORAG_CACHE", str(embedding_cache_dir))
+    argv = ["plot", "flow", "--dataset", str(DEMO_DIR), "--query", "2", "--out", str(tmp_path)]
+    assert main(argv) == 0
+    for name in ("flow.png", "query_edges.png"):
+        assert (tmp_path / name).read_bytes()[:4] == b"\x89PNG"
+    assert main(argv[:-4] + ["--query", "999"]) == 2

@@ -22,6 +22,8 @@ _METHODS: dict[str, tuple[str, str, str | None]] = {
     "diffusion": ("georag.rerank.diffusion", "DiffusionReranker", "DiffusionConfig"),
     "maniscope": ("georag.rerank.maniscope", "Maniscope", "ManiscopeConfig"),
     "hyte": ("georag.rerank.hyte", "HyTEReranker", "HyTEConfig"),
+    "ricci": ("georag.rerank.ricci_filtration", "RicciFiltration", "RicciFiltrationConfig"),
+    "bi": ("georag.rerank.bi_encoder", "BiEncoderReranker", "BiEncoderConfig"),
 }
 
 
