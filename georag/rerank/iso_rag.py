@@ -192,6 +192,26 @@ def _topk(scores: torch.Tensor, rows: torch.Tensor, k: int) -> tuple[torch.Tenso
     return best, torch.where(best > -torch.inf, rows.gather(1, at), -1)
 
 
+def _csr_rows(csr: tuple[torch.Tensor, torch.Tensor, torch.Tensor], rows: torch.Tensor,
+              valid: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The entries of the CSR rows ``rows`` (flattened, shape (R,)) where ``valid``.
+
+    ``csr`` is ``(crow_indices, col_indices, values)`` as plain tensors (indexing the views
+    of a sparse tensor's members takes a much slower path). Returns ``(owner, col, value)``:
+    for every stored entry of a valid row, the position of that row in ``rows``, its
+    column and its value.
+    """
+    crow, cols, values = csr
+    start = crow[rows]
+    count = (crow[rows + 1] - start) * valid
+    total = int(count.sum())
+    owner = torch.repeat_interleave(torch.arange(rows.numel(), device=rows.device), count,
+                                    output_size=total)
+    first = (count.cumsum(0) - count)[owner]
+    entry = start[owner] + torch.arange(total, device=rows.device) - first
+    return owner, cols[entry], values[entry]
+
+
 def local_candidate_graph(csr: torch.Tensor, similarity: torch.Tensor, seeds: torch.Tensor, *,
                           max_nodes: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Seeds and their neighbours, as padded dense local graphs.
@@ -215,33 +235,31 @@ def local_candidate_graph(csr: torch.Tensor, similarity: torch.Tensor, seeds: to
         The induced subgraph's weights (0 on padding).
     """
     b, n = similarity.shape
+    s = seeds.shape[1]
     m = min(max_nodes, n)
-    is_seed = torch.zeros(b, n, dtype=torch.bool, device=similarity.device)
-    is_seed.scatter_(1, seeds, True)
-    touched = (csr @ is_seed.T.to(csr.dtype)).T > 0  # (B, N): a seed neighbour
-    member = touched | is_seed
-    key = torch.where(member, similarity + 3.0 * is_seed, -torch.inf)
+    device = similarity.device
+    parts = (csr.crow_indices().clone(), csr.col_indices().clone(), csr.values().clone())
+    member = torch.zeros(b, n, dtype=torch.bool, device=device)
+    owner, col, _ = _csr_rows(parts, seeds.reshape(-1), torch.ones(b * s, dtype=torch.bool,
+                                                                 device=device))
+    member[owner // s, col] = True  # neighbours of a seed
+    key = torch.where(member, similarity, -torch.inf)
+    key.scatter_(1, seeds, similarity.gather(1, seeds) + 3.0)  # seeds first
     best, nodes = key.topk(m, dim=1)
     mask = best > -torch.inf
     nodes = nodes.masked_fill(~mask, 0)
     # local position of every corpus row, -1 when not in the local graph
-    position = torch.full((b, n), -1, dtype=torch.long, device=similarity.device)
-    local = torch.arange(m, device=similarity.device).expand(b, m)
-    rows = torch.arange(b, device=similarity.device)[:, None].expand(b, m)
+    position = torch.full((b, n), -1, dtype=torch.long, device=device)
+    local = torch.arange(m, device=device).expand(b, m)
+    rows = torch.arange(b, device=device)[:, None].expand(b, m)
     position[rows[mask], nodes[mask]] = local[mask]
-    # gather the CSR rows of every local node, then keep the columns that are local
-    crow, col, val = csr.crow_indices(), csr.col_indices(), csr.values()
-    flat = nodes.reshape(-1)
-    start, count = crow[flat], (crow[flat + 1] - crow[flat]) * mask.reshape(-1)
-    owner = torch.repeat_interleave(torch.arange(b * m, device=flat.device), count)
-    offset = torch.arange(owner.numel(), device=flat.device) - \
-        torch.repeat_interleave(count.cumsum(0) - count, count)
-    entry = start[owner] + offset
+    # the CSR rows of every local node, keeping the columns that are local
+    owner, col, val = _csr_rows(parts, nodes.reshape(-1), mask.reshape(-1))
     qb, qi = owner // m, owner % m
-    qj = position[qb, col[entry]]
+    qj = position[qb, col]
     keep = qj >= 0
-    weights = torch.zeros(b, m, m, dtype=csr.dtype, device=similarity.device)
-    weights[qb[keep], qi[keep], qj[keep]] = val[entry[keep]]
+    weights = torch.zeros(b, m, m, dtype=csr.dtype, device=device)
+    weights[qb[keep], qi[keep], qj[keep]] = val[keep]
     return nodes, mask, weights
 
 

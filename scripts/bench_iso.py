@@ -1,0 +1,90 @@
+"""Latency: ISO-RAG's local Cheeger-pruned PPR against whole-graph PPR, side by side.
+
+Both start from the same query embeddings, seeds and passage graph; each timed call is
+the whole retrieval (cosine to the corpus, seeds, then for ISO-RAG: local graph
+extraction, local Cheeger ratios, pruning, dense batched PPR on (B, M, M); for the
+baseline: sparse CSR PPR over the whole corpus graph with B personalization columns).
+Batched: all questions in one call (median of ``--repeats`` runs, reported per query).
+B = 1: one question per call over the first ``--single`` questions (median per call).
+
+Usage: ``python scripts/bench_iso.py [--dataset hotpotqa_dev500] [--device cpu]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import time
+from pathlib import Path
+
+import torch
+
+from georag.data.beir import default_cache_dir
+from georag.models.poincare import fixed_projection
+from georag.rerank.iso_rag import GlobalPPR, IsoRag, IsoRagConfig
+from georag.retrieval.encoder import TextEncoder
+from quality_iso import DATASETS, prepare
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+
+
+def timed(fn, device: torch.device) -> float:
+    _sync(device)
+    start = time.perf_counter()
+    fn()
+    _sync(device)
+    return time.perf_counter() - start
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--dataset", default="hotpotqa_dev500", choices=list(DATASETS))
+    parser.add_argument("--data-dir", type=Path, default=None)
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--single", type=int, default=50)
+    args = parser.parse_args()
+    data_dir = args.data_dir or Path(
+        os.environ.get("GEORAG_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
+    device = torch.device(args.device)
+    p = prepare(args.dataset, data_dir, TextEncoder(show_progress=False), default_cache_dir())
+    import geoopt
+
+    radius = geoopt.PoincareBall(c=1.0).dist0(fixed_projection(p.embeddings)).clamp_min(1e-6)
+    config = IsoRagConfig()
+    emb, queries = p.embeddings.to(device), p.queries.to(device)
+    iso = IsoRag(emb, p.graph, radius.to(device), config)
+    iso.csr, iso.strength, iso.volume = (iso.csr.to(device), iso.strength.to(device),
+                                         iso.volume.to(device))
+    glob = GlobalPPR(emb, p.graph, num_seeds=config.num_seeds, damping=0.5,
+                     topo_weight=config.topo_weight)
+    glob.csr = glob.csr.to(device)
+    b = queries.shape[0]
+    print(f"dataset {args.dataset}: N={p.graph.num_nodes} passages, "
+          f"{p.graph.counts()['edges']} undirected edges, B={b} questions; device {device}, "
+          f"torch {torch.__version__}, {torch.get_num_threads()} threads")
+    print(f"ISO-RAG {config}")
+    print(f"whole-graph PPR: seeds={config.num_seeds}, damping=0.5, tol={glob.tol}, "
+          f"sparse CSR power iteration over all N nodes")
+    rows = []
+    for label, method in (("iso_rag local PPR", iso), ("whole-graph PPR", glob)):
+        method.retrieve(queries[:8], top_k=10)  # warm-up
+        batched = [timed(lambda m=method: m.retrieve(queries, top_k=10), device)
+                   for _ in range(args.repeats)]
+        single = [timed(lambda m=method, i=i: m.retrieve(queries[i:i + 1], top_k=10), device)
+                  for i in range(min(args.single, b))]
+        rows.append((label, 1000 * statistics.median(batched) / b,
+                     1000 * statistics.median(single)))
+    print(f"\n  {'method':<20} {'batched ms/query':>17} {'B=1 ms/query':>13}")
+    for label, per_query, single in rows:
+        print(f"  {label:<20} {per_query:17.3f} {single:13.3f}")
+    (_, iso_b, iso_1), (_, glob_b, glob_1) = rows
+    print(f"  {'speed-up (global/iso)':<20} {glob_b / iso_b:16.2f}x {glob_1 / iso_1:12.2f}x")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,188 @@
+"""ISO-RAG quality: Recall@2 / Recall@5 of supporting paragraphs, every method in one table.
+
+Data sets (pooled corpora, see georag.data.multihop): hotpotqa_dev500 (IRCoT), musique_qa100
+(KAG) and musique_train100 (HippoRAG). The trained Poincare head is trained on
+musique_train100 only, so its rows on that set are marked "(train)" and are not results.
+
+Methods, all from the same seeds (top-s cosine) and the same passage graph:
+  dense            top-k by cosine (all-MiniLM-L6-v2)
+  ppr_global       HippoRAG-style PPR over the whole unpruned graph, damping 0.5, ranked by PPR
+  ppr_global+mix   the same PPR, fused with cosine like ISO-RAG (lam)
+  iso_rag          ISO-RAG, fixed Poincare projection (volume = hyperbolic radius)
+  iso_rag-noprune  ISO-RAG without pruning (threshold = inf)
+  iso_rag-notopo   ISO-RAG without topological edges
+  iso_rag-degvol   ablation: classic Cheeger volume (degree) instead of the hyperbolic radius
+  iso_rag-random   ablation: as many edges removed as ISO-RAG removes, chosen at random
+  iso_rag-trained  ISO-RAG with the trained Cheeger-aware Poincare head (--head)
+
+Usage: ``python scripts/quality_iso.py [--head runs/iso_rag/poincare_head.pt]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+from pathlib import Path
+
+import torch
+
+from georag.data.beir import BeirDataset, default_cache_dir
+from georag.data.multihop import load_multihop
+from georag.eval.metrics import evaluate
+from georag.models.poincare import PoincareHead, fixed_projection
+from georag.rerank.iso_rag import (DenseRetriever, GlobalPPR, IsoRag, IsoRagConfig,
+                                   output_to_run)
+from georag.retrieval.cache import EmbeddingCache
+from georag.retrieval.candidates import FirstStage, FirstStageConfig
+from georag.retrieval.encoder import TextEncoder
+from georag.retrieval.passage_graph import PassageGraph, build_passage_graph
+
+METRICS = ("recall@2", "recall@5")
+DATASETS = {
+    "hotpotqa_dev500": "hotpotqa_dev500_ircot/dev_subsampled.jsonl",
+    "musique_qa100": "musique_small/musique_qa100_kag.json",
+    "musique_train100": "musique_small/musique_train100_hipporag.json",
+}
+TRAIN_SET = "musique_train100"
+
+
+@dataclasses.dataclass
+class Prepared:
+    """A corpus with embeddings, graph and encoded queries."""
+
+    dataset: BeirDataset
+    doc_ids: list[str]
+    embeddings: torch.Tensor
+    graph: PassageGraph
+    query_ids: list[str]
+    queries: torch.Tensor
+
+
+def prepare(name: str, data_dir: Path, encoder: TextEncoder, cache: Path) -> Prepared:
+    """Load, embed (cached) and build the passage graph (cached) of one data set."""
+    dataset = load_multihop(data_dir / DATASETS[name], name=name)
+    stage = FirstStage(dataset, FirstStageConfig(first_stage="dense", top_m=10),
+                       encoder=encoder, cache_dir=cache / "embeddings")
+    docs = [dataset.corpus[d] for d in stage.units.doc_ids]
+    graph = build_passage_graph(stage.embeddings, [d.title for d in docs],
+                                [d.text for d in docs], cache_dir=cache / "graphs")
+    query_ids = list(dataset.queries)
+    texts = [dataset.queries[q] for q in query_ids]
+    key = EmbeddingCache.key(encoder.name, texts, kind="queries")
+    queries, _ = EmbeddingCache(cache / "embeddings").get_or_compute(
+        key, len(texts), lambda: encoder.encode(texts))
+    return Prepared(dataset, list(stage.units.doc_ids), stage.embeddings, graph, query_ids,
+                    queries)
+
+
+def fixed_radius(embeddings: torch.Tensor) -> torch.Tensor:
+    """Hyperbolic radius of the fixed projection (c = 1, scale 1)."""
+    import geoopt
+
+    return geoopt.PoincareBall(c=1.0).dist0(fixed_projection(embeddings)).clamp_min(1e-6)
+
+
+def head_radius(head: PoincareHead, embeddings: torch.Tensor) -> torch.Tensor:
+    with torch.no_grad():
+        return head.radius(embeddings).clamp_min(1e-6)
+
+
+class RandomPrune(IsoRag):
+    """Ablation: remove as many local edges as ISO-RAG would, chosen uniformly at random."""
+
+    name = "iso_rag-random"
+
+    def __init__(self, *args, seed: int = 0, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.seed = seed
+
+    def prune(self, weights: torch.Tensor, scores: torch.Tensor):
+        _, removed = super().prune(weights, scores)
+        count = removed.sum(dim=(1, 2)) // 2
+        upper = torch.triu(weights > 0, diagonal=1)
+        generator = torch.Generator().manual_seed(self.seed)
+        noise = torch.rand(weights.shape, generator=generator, dtype=weights.dtype)
+        rank = noise.masked_fill(~upper, -1.0).flatten(1).argsort(dim=1, descending=True)
+        rank = rank.argsort(dim=1).view_as(weights)
+        pick = (rank < count[:, None, None]) & upper
+        pick = pick | pick.transpose(1, 2)
+        return weights.masked_fill(pick, 0.0), pick
+
+
+def methods(p: Prepared, config: IsoRagConfig, radius: torch.Tensor,
+            trained: torch.Tensor | None) -> list[tuple[str, object]]:
+    out = [
+        ("dense", DenseRetriever(p.embeddings)),
+        ("ppr_global", GlobalPPR(p.embeddings, p.graph, num_seeds=config.num_seeds,
+                                 damping=0.5, lam=1.0, topo_weight=config.topo_weight)),
+        ("ppr_global+mix", GlobalPPR(p.embeddings, p.graph, num_seeds=config.num_seeds,
+                                     damping=config.damping, lam=config.lam,
+                                     topo_weight=config.topo_weight)),
+        ("iso_rag", IsoRag(p.embeddings, p.graph, radius, config)),
+        ("iso_rag-noprune", IsoRag(p.embeddings, p.graph, radius,
+                                   dataclasses.replace(config, prune_threshold=float("inf")))),
+        ("iso_rag-notopo", IsoRag(p.embeddings, p.graph, radius,
+                                  dataclasses.replace(config, topological=False))),
+        ("iso_rag-degvol", IsoRag(p.embeddings, p.graph, radius,
+                                  dataclasses.replace(config, volume="degree"))),
+        ("iso_rag-random", RandomPrune(p.embeddings, p.graph, radius, config)),
+    ]
+    if trained is not None:
+        out.append(("iso_rag-trained", IsoRag(p.embeddings, p.graph, trained, config)))
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--datasets", nargs="+", default=list(DATASETS))
+    parser.add_argument("--data-dir", type=Path, default=None, help="default: $GEORAG_DATA")
+    parser.add_argument("--head", type=Path, default=None, help="trained PoincareHead (.pt)")
+    parser.add_argument("--set", nargs="*", default=[], metavar="FIELD=VALUE",
+                        help="IsoRagConfig overrides, e.g. lam=0.5 prune_threshold=2")
+    args = parser.parse_args()
+    data_dir = args.data_dir or Path(
+        os.environ.get("GEORAG_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
+    overrides = {}
+    for item in args.set:
+        field, value = item.split("=", 1)
+        kind = {f.name: f.type for f in dataclasses.fields(IsoRagConfig)}[field]
+        overrides[field] = {"int": int, "float": float, "bool": lambda v: v == "true",
+                            "str": str}[kind](value)
+    config = IsoRagConfig(**overrides)
+    head = PoincareHead.load(args.head) if args.head else None
+    encoder = TextEncoder(show_progress=False)
+    cache = default_cache_dir()
+    print(f"encoder {encoder.name}; {config}")
+    if head is not None:
+        print(f"trained head {args.head} (trained on {TRAIN_SET} only)")
+    for name in args.datasets:
+        p = prepare(name, data_dir, encoder, cache)
+        counts = p.graph.counts()
+        print(f"\n=== {name}: {len(p.doc_ids)} passages, {len(p.query_ids)} questions, "
+              f"graph {counts['edges']} edges ({counts['semantic']} semantic, "
+              f"{counts['topological']} topological, {counts['both']} both)")
+        trained = head_radius(head, p.embeddings) if head is not None else None
+        rows = []
+        for label, method in methods(p, config, fixed_radius(p.embeddings), trained):
+            out = method.retrieve(p.queries, top_k=10)
+            values = evaluate(output_to_run(out, p.query_ids, p.doc_ids), p.dataset.qrels,
+                              METRICS)
+            rows.append((label, values, out))
+        base = rows[0][1]
+        note = " (train)" if name == TRAIN_SET else ""
+        print(f"  {'method':<26} {'R@2':>7} {'R@5':>7} {'dR@5':>7} {'nodes':>6} "
+              f"{'edges':>7} {'pruned':>7} {'pruned%':>7}")
+        for label, values, out in rows:
+            edges = out.edges.double().mean().item()
+            pruned = out.removed.double().mean().item()
+            share = 100 * pruned / edges if edges and "global" not in label else 0.0
+            print(f"  {label + (note if label == 'iso_rag-trained' else ''):<26} "
+                  f"{values['recall@2']:7.4f} {values['recall@5']:7.4f} "
+                  f"{values['recall@5'] - base['recall@5']:+7.4f} "
+                  f"{out.nodes.double().mean().item():6.1f} {edges:7.1f} {pruned:7.1f} "
+                  f"{share:6.1f}%")
+
+
+if __name__ == "__main__":
+    main()
