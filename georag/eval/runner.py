@@ -9,7 +9,8 @@ from pathlib import Path
 import torch
 from tqdm.auto import tqdm
 
-from georag.data.beir import BeirDataset, load_beir
+from georag.data.beir import BeirDataset
+from georag.data.datasets import load_dataset
 from georag.eval.metrics import evaluate
 from georag.eval.timing import median_single_ms, timed
 from georag.eval.trec import write_run
@@ -21,7 +22,7 @@ from georag.retrieval.encoder import TextEncoder
 __all__ = ["EvalConfig", "run_eval", "evaluate_methods", "METRICS"]
 
 log = logging.getLogger(__name__)
-METRICS = ("ndcg@10", "recall@10", "recall@100", "mrr@10")
+METRICS = ("ndcg@10", "recall@2", "recall@5", "recall@10", "recall@100", "mrr@10")
 
 
 @dataclass
@@ -128,7 +129,7 @@ def run_eval(config: EvalConfig, *, encoder: TextEncoder | None = None) -> list[
     """
     from georag.eval.report import write_reports
 
-    dataset = load_beir(config.dataset, split=config.split, data_dir=config.data_dir)
+    dataset = load_dataset(config.dataset, split=config.split, data_dir=config.data_dir)
     if config.max_queries is not None:
         keep = list(dataset.queries)[: config.max_queries]
         dataset = BeirDataset(

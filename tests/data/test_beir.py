@@ -160,3 +160,15 @@ def test_real_scifact(data_dir):
     assert len(data.corpus) == 5183
     assert len(data.queries) == 300
     assert sum(len(v) for v in data.qrels.values()) == 339
+
+
+def test_load_dataset_dispatches(tmp_path, data_dir, monkeypatch):
+    from georag.data.datasets import load_dataset
+
+    monkeypatch.delenv("GEORAG_DATA", raising=False)
+    assert load_dataset(write_beir(tmp_path / "toy")).name == "toy"
+    hotpot = load_dataset("hotpotqa_dev500", data_dir=data_dir)
+    assert len(hotpot.queries) == 500
+    assert all(len(judged) == 2 for judged in hotpot.qrels.values())
+    with pytest.raises(ValueError, match="'musique_qa100' not found"):
+        load_dataset("musique_qa100", data_dir=tmp_path)
