@@ -80,7 +80,12 @@ def sweep_order(weights: torch.Tensor, *, sweep_size: int,
     if sweep_size < 1:
         raise ValueError(f"sweep_size must be at least 1, got {sweep_size}")
     mask = _check_graph(weights, mask)
-    w = _clean(weights, mask)
+    return _sweep_order(_clean(weights, mask), mask, sweep_size)
+
+
+def _sweep_order(w: torch.Tensor, mask: torch.Tensor,
+                 sweep_size: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`sweep_order` on cleaned weights (no checks)."""
     n = w.shape[1]
     key = w.masked_fill(w <= 0, -torch.inf)
     key.diagonal(dim1=1, dim2=2).fill_(torch.inf)
@@ -136,7 +141,9 @@ def local_cheeger_ratio(weights: torch.Tensor, volume: torch.Tensor, *, sweep_si
                          f"got {tuple(strength.shape)}")
     elif (strength < row_sum * (1 - 1e-5) - 1e-6)[mask].any():
         raise ValueError("strength must be at least each node's row sum of weights")
-    order, valid = sweep_order(w, sweep_size=sweep_size, mask=mask)
+    if sweep_size < 1:
+        raise ValueError(f"sweep_size must be at least 1, got {sweep_size}")
+    order, valid = _sweep_order(w, mask, sweep_size)
     b, n, k = order.shape
     batch = torch.arange(b, device=w.device)[:, None, None]
     # sub[b, v, i, j] = W[b, order[b,v,i], order[b,v,j]]: the sweep's induced subgraph
