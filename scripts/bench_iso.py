@@ -19,12 +19,12 @@ import time
 from pathlib import Path
 
 import torch
+from quality_iso import DATASETS, prepare
 
 from georag.data.beir import default_cache_dir
 from georag.models.poincare import fixed_projection
 from georag.rerank.iso_rag import GlobalPPR, IsoRag, IsoRagConfig
 from georag.retrieval.encoder import TextEncoder
-from quality_iso import DATASETS, prepare
 
 
 def _sync(device: torch.device) -> None:
@@ -47,7 +47,10 @@ def main() -> None:
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--single", type=int, default=50)
+    parser.add_argument("--threads", type=int, default=None, help="torch intra-op threads")
     args = parser.parse_args()
+    if args.threads is not None:
+        torch.set_num_threads(args.threads)
     data_dir = args.data_dir or Path(
         os.environ.get("GEORAG_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
     device = torch.device(args.device)

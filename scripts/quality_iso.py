@@ -31,8 +31,7 @@ from georag.data.beir import BeirDataset, default_cache_dir
 from georag.data.multihop import load_multihop
 from georag.eval.metrics import evaluate
 from georag.models.poincare import PoincareHead, fixed_projection
-from georag.rerank.iso_rag import (DenseRetriever, GlobalPPR, IsoRag, IsoRagConfig,
-                                   output_to_run)
+from georag.rerank.iso_rag import DenseRetriever, GlobalPPR, IsoRag, IsoRagConfig, output_to_run
 from georag.retrieval.cache import EmbeddingCache
 from georag.retrieval.candidates import FirstStage, FirstStageConfig
 from georag.retrieval.encoder import TextEncoder

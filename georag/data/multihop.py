@@ -206,4 +206,5 @@ def load_multihop(path: str | os.PathLike, *, max_questions: int | None = None,
         return load_hotpotqa_ircot(path, max_questions=max_questions, name=name)
     if suffix == ".json":
         return load_musique(path, max_questions=max_questions, name=name)
-    raise ValueError(f"path: expected a .jsonl (HotpotQA IRCoT) or .json (MuSiQue) file, got {path}")
+    raise ValueError(f"path: expected a .jsonl (HotpotQA IRCoT) or .json (MuSiQue) file, "
+                     f"got {path}")

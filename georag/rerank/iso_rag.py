@@ -391,7 +391,8 @@ class GlobalPPR:
         _check_corpus(embeddings, graph)
         if not 0.0 <= lam <= 1.0:
             raise ValueError(f"lam must lie in [0, 1], got {lam}")
-        self.embeddings, self.num_seeds, self.damping, self.lam = embeddings, num_seeds, damping, lam
+        self.embeddings, self.num_seeds = embeddings, num_seeds
+        self.damping, self.lam = damping, lam
         self.tol, self.max_iter = tol, max_iter
         self.csr = graph.to_csr(graph.edge_weight(topo_weight=topo_weight).to(embeddings.dtype))
         self.num_edges = int(self.csr.values().numel()) // 2
@@ -410,7 +411,8 @@ class GlobalPPR:
         rows = torch.arange(similarity.shape[1]).expand_as(similarity)
         best, indices = _topk(ppr, rows, top_k)
         b = query.shape[0]
-        return IsoRagOutput(best, indices, torch.full((b,), self.num_edges), torch.zeros(b, dtype=torch.long),
+        return IsoRagOutput(best, indices, torch.full((b,), self.num_edges),
+                            torch.zeros(b, dtype=torch.long),
                             torch.full((b,), similarity.shape[1]))
 
 

@@ -130,7 +130,8 @@ def test_prune_removes_exactly_the_edges_its_rule_names(dtype):
     for b in range(2):
         for i in range(12):
             for j in range(12):
-                diff = abs(math.log(ratio[b, i].item() + 1e-6) - math.log(ratio[b, j].item() + 1e-6))
+                diff = abs(math.log(ratio[b, i].item() + 1e-6)
+                           - math.log(ratio[b, j].item() + 1e-6))
                 named = w[b, i, j].item() > 0 and diff > 0.7 + 1e-5
                 kept = w[b, i, j].item() > 0 and diff < 0.7 - 1e-5
                 if named:

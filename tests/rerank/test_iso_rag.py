@@ -14,8 +14,7 @@ import yaml
 from torch_geometric.utils import k_hop_subgraph
 
 from georag.geometry.cheeger import pruning_scores
-from georag.rerank.iso_rag import (DenseRetriever, GlobalPPR, IsoRag, IsoRagConfig,
-                                   output_to_run)
+from georag.rerank.iso_rag import DenseRetriever, GlobalPPR, IsoRag, IsoRagConfig, output_to_run
 from georag.retrieval.passage_graph import build_passage_graph
 
 N, D = 40, 8

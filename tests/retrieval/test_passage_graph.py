@@ -5,8 +5,12 @@ from __future__ import annotations
 import pytest
 import torch
 
-from georag.retrieval.passage_graph import (PassageGraphConfig, build_passage_graph,
-                                            entity_strings, topological_edges)
+from georag.retrieval.passage_graph import (
+    PassageGraphConfig,
+    build_passage_graph,
+    entity_strings,
+    topological_edges,
+)
 
 
 def _pairs(edge_index: torch.Tensor) -> set[tuple[int, int]]:
@@ -75,7 +79,8 @@ def test_edge_kinds_weights_and_degree():
     weight = graph.edge_weight(topo_weight=0.5)
     assert torch.allclose(weight, graph.semantic + 0.5)
     assert graph.degree().tolist() == [1, 1, 0]
-    assert torch.allclose(graph.strength(weight), torch.stack([weight[0], weight[1], weight[0] * 0]))
+    expect = torch.stack([weight[0], weight[1], weight[0] * 0])
+    assert torch.allclose(graph.strength(weight), expect)
 
 
 def test_cache_roundtrip_and_corruption(tmp_path):
