@@ -53,7 +53,8 @@ class HyTEDataModule(L.LightningDataModule):
     Parameters
     ----------
     dataset : str
-        A BEIR name (resolved under ``data_dir`` or ``$GEORAG_DATA``) or folder.
+        A BEIR name (resolved under ``data_dir`` or ``$GEORAG_DATA``, else downloaded by
+        :func:`georag.data.beir.load_beir`) or folder.
     data_dir : str, optional
         Where named data sets live.
     train_split, val_split : str
@@ -107,8 +108,8 @@ class HyTEDataModule(L.LightningDataModule):
         if self._ready:
             return
         hp = self.hparams
-        train = load_beir(hp.dataset, split=hp.train_split, data_dir=hp.data_dir, download=False)
-        val = load_beir(hp.dataset, split=hp.val_split, data_dir=hp.data_dir, download=False)
+        train = load_beir(hp.dataset, split=hp.train_split, data_dir=hp.data_dir)
+        val = load_beir(hp.dataset, split=hp.val_split, data_dir=hp.data_dir)
         pairs = sorted((q, d) for q, docs in train.qrels.items() for d, rel in docs.items()
                        if rel > 0)
         if hp.max_pairs is not None and hp.max_pairs < len(pairs):
