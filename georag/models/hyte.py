@@ -396,5 +396,5 @@ class HyTEEncoder:
         weight = log_weight[flat].exp()
         summed = F.embedding_bag(flat, table, offsets, mode="sum", per_sample_weights=weight)
         bags = torch.repeat_interleave(torch.arange(len(ids), device=device), lengths.to(device))
-        total = torch.zeros(len(ids), device=device).index_add_(0, bags, weight)
+        total = weight.new_zeros(len(ids)).index_add_(0, bags, weight)
         return rescale_to_hyperboloid(summed / total.unsqueeze(1), k=self.projection.k)

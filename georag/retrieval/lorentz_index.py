@@ -434,7 +434,7 @@ class LorentzIndex:
             raise ValueError(f"k and top_m must be >= 1, got k={k}, top_m={top_m}")
         if isinstance(queries, str):
             raise ValueError("queries must be a list of str, got a single str")
-        query = self.encoder.encode(queries)
+        query = self.encoder.encode(queries).to(self.points)  # the encoder may sit on a GPU
         bm25, cand = self.bm25.search(queries, top_m)
         points = self.points.index_select(0, cand.flatten()).view(*cand.shape, self.dim)
         mask = torch.ones_like(bm25, dtype=torch.bool)

@@ -134,3 +134,12 @@ def test_any_bert_checkpoint_folder(encoder, tmp_path):
     encoder.save(tmp_path / "proj.pt")
     with pytest.raises(ValueError, match="expects 384-dim embeddings"):
         HyTEEncoder.from_pretrained(folder, weights=tmp_path / "proj.pt")
+
+
+def test_float64_projection(encoder):
+    proj = HyTEProjection(encoder.projection.embeddings.double(), seed=0).double()
+    enc64 = HyTEEncoder(proj, encoder.tokenizer, model_path="all-MiniLM-L6-v2")
+    points = enc64.encode(TEXTS)
+    assert points.dtype == torch.float64
+    assert (lorentz_inner(points, points) + 1.0).abs().max() < 1e-12
+    torch.testing.assert_close(points.float(), encoder.encode(TEXTS), rtol=1e-5, atol=1e-6)
