@@ -60,4 +60,5 @@ def log_to_wandb(rows: list[dict], config: dict, out: Path, *, project: str = "g
         folder = Path(run.dir).parent
     finally:
         run.finish()
+        wandb.teardown()  # leave no process-wide W&B state behind for later runs
     return folder
