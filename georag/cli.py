@@ -73,6 +73,12 @@ def _build_parser() -> argparse.ArgumentParser:
     index.add_argument("--out", required=True, type=Path, help="index folder")
     index.add_argument("--kind", choices=["flat", "ivf"], default="flat", help="faiss index")
     index.add_argument("--model", default="all-MiniLM-L6-v2", help="embedding model")
+    index.add_argument(
+        "--hyperbolic",
+        action="store_true",
+        help="build the persistent HyTE-H Lorentz index (BM25 + Lorentz hybrid) instead",
+    )
+    index.add_argument("--weights", help="trained HyTE-H projection for --hyperbolic")
 
     plot = sub.add_parser("plot", help="draw figures (PNG)")
     figures = plot.add_subparsers(dest="figure", required=True, parser_class=_Parser)
@@ -93,7 +99,13 @@ def _build_parser() -> argparse.ArgumentParser:
     search.add_argument("--index", required=True, type=Path, help="index folder")
     search.add_argument("query", nargs="+", help="query text")
     search.add_argument("-k", type=_positive, default=10, help="results to show")
-    search.add_argument("--first-stage", choices=["dense", "bm25", "hybrid"], default="hybrid")
+    search.add_argument(
+        "--first-stage",
+        choices=["dense", "bm25", "hybrid"],
+        default="hybrid",
+        help="for a dense/BM25 index (a Lorentz index always runs its BM25 + Lorentz hybrid)",
+    )
+    search.add_argument("--alpha", type=float, help="Lorentz index: BM25 weight (default 0.5)")
     return parser
 
 
@@ -159,20 +171,49 @@ def _cmd_demo(args: argparse.Namespace) -> None:
 
 def _cmd_index(args: argparse.Namespace) -> None:
     from georag.data.beir import load_beir
-    from georag.retrieval.store import build_store
 
     dataset = load_beir(args.dataset, data_dir=args.data_dir)
+    if args.hyperbolic:
+        from georag.retrieval.lorentz_index import build_lorentz_index
+
+        docs = {doc_id: doc.full_text for doc_id, doc in dataset.corpus.items()}
+        index = build_lorentz_index(docs, args.out, weights=args.weights)
+        print(f"indexed {len(index.texts)} chunks of {len(docs)} documents into {args.out}")
+        return
+    from georag.retrieval.store import build_store
+
     store = build_store(dataset, args.out, model=args.model, kind=args.kind)
     print(f"indexed {store.size} documents into {args.out}")
 
 
-def _cmd_search(args: argparse.Namespace) -> None:
-    from georag.retrieval.store import IndexStore
+def _is_lorentz_index(folder: Path) -> bool:
+    import json
 
-    store = IndexStore.load(args.index)
-    for rank, (doc_id, score, text) in enumerate(
-        store.search(" ".join(args.query), k=args.k, first_stage=args.first_stage), start=1
-    ):
+    from georag.retrieval.lorentz_index import FORMAT
+
+    manifest = folder / "manifest.json"
+    try:
+        return json.loads(manifest.read_text()).get("format") == FORMAT
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def _cmd_search(args: argparse.Namespace) -> None:
+    query = " ".join(args.query)
+    if _is_lorentz_index(args.index):
+        from georag.retrieval.lorentz_index import LorentzIndex
+
+        index = LorentzIndex.load(args.index)
+        scores, rows = index.search([query], k=args.k, alpha=args.alpha)
+        hits = [
+            (index.chunk_ids[j], s, index.texts[j])
+            for s, j in zip(scores[0].tolist(), rows[0].tolist())
+        ]
+    else:
+        from georag.retrieval.store import IndexStore
+
+        hits = IndexStore.load(args.index).search(query, k=args.k, first_stage=args.first_stage)
+    for rank, (doc_id, score, text) in enumerate(hits, start=1):
         print(f"{rank:3d}  {score:8.4f}  {doc_id}  {text[:100]}")
 
 

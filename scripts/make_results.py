@@ -36,7 +36,16 @@ BEIR_COLUMNS = (
     "ms_per_query",
     "queries_per_s",
 )
-MULTIHOP_COLUMNS = ("dataset", "method", "recall@2", "recall@5", "edges_removed", "ms_per_query")
+MULTIHOP_COLUMNS = (
+    "dataset",
+    "method",
+    "recall@2",
+    "recall@5",
+    "nodes",
+    "edges",
+    "edges_removed",
+    "ms_per_query",
+)
 
 
 def beir_rows(data_dir: str, runs: Path, max_queries: int | None) -> list[dict]:

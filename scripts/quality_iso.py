@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
+import time
 from pathlib import Path
 
 import torch
@@ -132,6 +133,39 @@ def methods(p: Prepared, config: IsoRagConfig, radius: torch.Tensor,
     return out
 
 
+def dataset_rows(name: str, data_dir: Path, config: IsoRagConfig, head: PoincareHead | None,
+                 encoder: TextEncoder, cache: Path) -> tuple[list[dict], dict]:
+    """Every method and baseline on one multi-hop set: one row each, and the graph's counts."""
+    p = prepare(name, data_dir, encoder, cache)
+    trained = head_radius(head, p.embeddings) if head is not None else None
+    rows = []
+    for label, method in methods(p, config, fixed_radius(p.embeddings), trained):
+        start = time.perf_counter()
+        out = method.retrieve(p.queries, top_k=10)
+        seconds = time.perf_counter() - start
+        values = evaluate(output_to_run(out, p.query_ids, p.doc_ids), p.dataset.qrels, METRICS)
+        edges = out.edges.double().mean().item()
+        rows.append({
+            "dataset": name, "method": label + (" (train)" if name == TRAIN_SET else ""),
+            "recall@2": values["recall@2"], "recall@5": values["recall@5"],
+            "nodes": out.nodes.double().mean().item(), "edges": edges,
+            "edges_removed": out.removed.double().mean().item(),
+            "ms_per_query": 1e3 * seconds / len(p.query_ids)})
+    return rows, {"passages": len(p.doc_ids), "questions": len(p.query_ids),
+                  **p.graph.counts()}
+
+
+def results_rows(data_dir: str | Path, *, head: Path | None = None) -> list[dict]:
+    """Rows of every multi-hop set at the default config (used by scripts/make_results.py)."""
+    encoder = TextEncoder(show_progress=False)
+    model = PoincareHead.load(head) if head else None
+    rows = []
+    for name in DATASETS:
+        rows += dataset_rows(name, Path(data_dir), IsoRagConfig(), model, encoder,
+                             default_cache_dir())[0]
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--datasets", nargs="+", default=list(DATASETS))
@@ -151,36 +185,24 @@ def main() -> None:
     config = IsoRagConfig(**overrides)
     head = PoincareHead.load(args.head) if args.head else None
     encoder = TextEncoder(show_progress=False)
-    cache = default_cache_dir()
     print(f"encoder {encoder.name}; {config}")
     if head is not None:
         print(f"trained head {args.head} (trained on {TRAIN_SET} only)")
     for name in args.datasets:
-        p = prepare(name, data_dir, encoder, cache)
-        counts = p.graph.counts()
-        print(f"\n=== {name}: {len(p.doc_ids)} passages, {len(p.query_ids)} questions, "
+        rows, counts = dataset_rows(name, data_dir, config, head, encoder, default_cache_dir())
+        print(f"\n=== {name}: {counts['passages']} passages, {counts['questions']} questions, "
               f"graph {counts['edges']} edges ({counts['semantic']} semantic, "
               f"{counts['topological']} topological, {counts['both']} both)")
-        trained = head_radius(head, p.embeddings) if head is not None else None
-        rows = []
-        for label, method in methods(p, config, fixed_radius(p.embeddings), trained):
-            out = method.retrieve(p.queries, top_k=10)
-            values = evaluate(output_to_run(out, p.query_ids, p.doc_ids), p.dataset.qrels,
-                              METRICS)
-            rows.append((label, values, out))
-        base = rows[0][1]
-        note = " (train)" if name == TRAIN_SET else ""
+        base = rows[0]
         print(f"  {'method':<26} {'R@2':>7} {'R@5':>7} {'dR@5':>7} {'nodes':>6} "
-              f"{'edges':>7} {'pruned':>7} {'pruned%':>7}")
-        for label, values, out in rows:
-            edges = out.edges.double().mean().item()
-            pruned = out.removed.double().mean().item()
-            share = 100 * pruned / edges if edges and "global" not in label else 0.0
-            print(f"  {label + (note if label == 'iso_rag-trained' else ''):<26} "
-                  f"{values['recall@2']:7.4f} {values['recall@5']:7.4f} "
-                  f"{values['recall@5'] - base['recall@5']:+7.4f} "
-                  f"{out.nodes.double().mean().item():6.1f} {edges:7.1f} {pruned:7.1f} "
-                  f"{share:6.1f}%")
+              f"{'edges':>7} {'pruned':>7} {'pruned%':>7} {'ms/q':>7}")
+        for row in rows:
+            local = row["edges"] and "global" not in row["method"]
+            share = 100 * row["edges_removed"] / row["edges"] if local else 0.0
+            print(f"  {row['method']:<26} {row['recall@2']:7.4f} {row['recall@5']:7.4f} "
+                  f"{row['recall@5'] - base['recall@5']:+7.4f} {row['nodes']:6.1f} "
+                  f"{row['edges']:7.1f} {row['edges_removed']:7.1f} {share:6.1f}% "
+                  f"{row['ms_per_query']:7.2f}")
 
 
 if __name__ == "__main__":

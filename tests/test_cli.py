@@ -69,3 +69,17 @@ def test_plot_flow_on_demo(tmp_path, embedding_cache_dir, monkeypatch):
     for name in ("flow.png", "query_edges.png"):
         assert (tmp_path / name).read_bytes()[:4] == b"\x89PNG"
     assert main(argv[:-4] + ["--query", "999"]) == 2
+
+
+@pytest.mark.parametrize("hyperbolic", [False, True])
+def test_index_then_search(tmp_path, embedding_cache_dir, monkeypatch, capsys, hyperbolic):
+    from georag.data.bundled import DEMO_DIR
+
+    monkeypatch.setenv("GEORAG_CACHE", str(embedding_cache_dir))
+    argv = ["index", "--dataset", str(DEMO_DIR), "--out", str(tmp_path / "idx")]
+    assert main(argv + (["--hyperbolic"] if hyperbolic else [])) == 0
+    assert main(["search", "--index", str(tmp_path / "idx"), "-k", "3", "why", "do", "tides",
+                 "rise", "and", "fall"]) == 0
+    hits = capsys.readouterr().out.strip().splitlines()[-3:]
+    assert [int(line.split()[0]) for line in hits] == [1, 2, 3]
+    assert any("tide" in line.lower() for line in hits)

@@ -7,11 +7,10 @@ import json
 import os
 from pathlib import Path
 
-import torch
-
 from georag.data.beir import BeirDataset
 from georag.retrieval.bm25 import BM25Index
 from georag.retrieval.cache import atomic_write_bytes
+from georag.retrieval.candidates import corpus_embeddings
 from georag.retrieval.dense import DenseIndex
 from georag.retrieval.encoder import TextEncoder
 from georag.retrieval.hybrid import fuse
@@ -119,7 +118,7 @@ def build_store(
     """Encode and index ``dataset``'s corpus and save it into ``folder``."""
     doc_ids = list(dataset.corpus)
     texts = [dataset.corpus[d].full_text for d in doc_ids]
-    embeddings: torch.Tensor = TextEncoder(model).encode(texts, desc="corpus")
+    embeddings, _ = corpus_embeddings(texts, TextEncoder(model))
     dense = DenseIndex(embeddings.shape[1], kind=kind)
     dense.add(embeddings)
     store = IndexStore(dense, BM25Index.build(texts), doc_ids, texts, model)
