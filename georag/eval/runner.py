@@ -11,6 +11,7 @@ from tqdm.auto import tqdm
 
 from georag.data.beir import BeirDataset
 from georag.data.datasets import load_dataset
+from georag.eval.corpus_methods import CORPUS_METHODS, run_corpus_method
 from georag.eval.metrics import evaluate
 from georag.eval.timing import median_single_ms, timed
 from georag.eval.trec import write_run
@@ -124,7 +125,7 @@ def _first_stage_ms(stage: FirstStage, dataset: BeirDataset, samples: int) -> fl
 def run_eval(config: EvalConfig, *, encoder: TextEncoder | None = None) -> list[dict]:
     """Load, retrieve once, rerank with every method, score, and write the reports.
 
-    Writes ``results.json``, ``results.md``, ``results.csv``, ``config.json`` and one TREC
+    Writes ``results.json``, ``results.md`` (with the config), ``results.csv`` and one TREC
     run per method into ``config.out``.
     """
     from georag.eval.report import write_reports
@@ -152,14 +153,19 @@ def run_eval(config: EvalConfig, *, encoder: TextEncoder | None = None) -> list[
     )
     log.info("corpus embeddings %s", "loaded from cache" if stage.cache_hit else "computed")
     ids = list(dataset.queries)
-    batch = stage.retrieve(ids, [dataset.queries[q] for q in ids], with_texts=True)
+    query_embeddings = encoder.encode([dataset.queries[q] for q in ids], desc="queries")
+    batch = stage.retrieve(
+        ids, [dataset.queries[q] for q in ids], query_embeddings=query_embeddings, with_texts=True
+    )
     first_ms = _first_stage_ms(stage, dataset, min(config.latency_samples, 20))
     out = Path(config.out)
     out.mkdir(parents=True, exist_ok=True)
+    corpus = [m for m in config.methods if m in CORPUS_METHODS]
+    rerankers = [m for m in config.methods if m not in CORPUS_METHODS]
     rows = evaluate_methods(
         batch,
         dataset.qrels,
-        config.methods,
+        rerankers,
         dataset=dataset.name,
         out=out,
         batch_size=config.batch_size,
@@ -167,6 +173,28 @@ def run_eval(config: EvalConfig, *, encoder: TextEncoder | None = None) -> list[
         method_options=config.method_options,
         first_stage_ms=first_ms,
     )
+    for name in corpus:
+        run, qps, ms = run_corpus_method(
+            name,
+            dataset,
+            stage,
+            query_embeddings,
+            top_k=config.top_m,
+            latency_samples=config.latency_samples,
+        )
+        write_run(run, out / f"{dataset.name}.{name}.trec", tag=name)
+        rows.append(
+            {
+                "dataset": dataset.name,
+                "method": name,
+                **evaluate(run, dataset.qrels, METRICS),
+                "ms_per_query": ms,
+                "queries_per_s": qps,
+                "first_stage_ms_per_query": None,
+                "kept_mean": float(config.top_m),
+                "num_queries": len(ids),
+            }
+        )
     for row in rows:
         row.update(
             first_stage=config.first_stage,

@@ -33,7 +33,11 @@ def register(name: str, module: str, cls: str, config: str | None) -> None:
 
 
 def available_methods() -> list[str]:
-    """Names whose modules import in this installation."""
+    """Reranker names whose modules import in this installation.
+
+    The evaluation harness also knows the corpus-level retrievers ``iso`` and ``ppr_global``
+    (:mod:`georag.eval.corpus_methods`), which walk the passage graph instead of a pool.
+    """
     names = []
     for name, (module, _, _) in _METHODS.items():
         try:
