@@ -3,7 +3,7 @@
 PY ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
-EXTRAS ?= cpu,train,dev
+EXTRAS ?= cpu,train,dev,mpnet
 
 .PHONY: venv demo test test-slow lint clean
 
