@@ -13,6 +13,11 @@ from pathlib import Path
 __all__ = ["main"]
 
 
+# The demo runs every geometric method; second stages that need extra model weights
+# (bi: all-mpnet-base-v2, ce: any cross-encoder) are left to `georag eval`.
+DEMO_METHODS = ("none", "diffusion", "maniscope", "ricci", "hyte", "iso")
+
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # one line, exit 2
         self.exit(2, f"georag: error: {message} (see 'georag --help')\n")
@@ -159,7 +164,10 @@ def _cmd_demo(args: argparse.Namespace) -> None:
     from georag.eval.runner import EvalConfig, run_eval
     from georag.rerank.registry import available_methods
 
-    methods = args.methods or [m for m in available_methods() if m not in ("ce",)]
+    available = available_methods() + ["iso"]
+    methods = args.methods or [
+        m for m in DEMO_METHODS if all(stage in available for stage in m.split("+"))
+    ]
     config = EvalConfig(
         dataset=str(DEMO_DIR), methods=methods, top_m=20, out=args.out, latency_samples=10
     )
@@ -280,9 +288,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     try:
         _COMMANDS[args.command](args)
-    except (ValueError, FileNotFoundError) as err:
+    except ValueError as err:
         print(f"georag: error: {err}", file=sys.stderr)
         return 2
+    except OSError as err:  # missing files, or model weights that cannot be found offline
+        print(f"georag: error: {str(err).splitlines()[0]}", file=sys.stderr)
+        return 1
     return 0
 
 
