@@ -35,7 +35,7 @@ def plot_flow(
     history : np.ndarray, shape (T + 1, W)
         Query-edge lengths before the flow and after each iteration (e.g.
         ``RicciFlowResult.history_lengths[:, b, 0, 1:]``); ``nan`` or 0 columns (padding,
-        no edge) are skipped.
+        no edge) are skipped. Drawn on a log axis, clipped at 1e-6.
     path : str or PathLike
         Output PNG.
     eta : float
@@ -64,9 +64,10 @@ def plot_flow(
             continue
         removed = line[-1] > eta
         style = "-" if relevant is None or relevant[col] else ":"
-        ax.plot(steps, line, style, color="tab:red" if removed else "tab:blue", lw=1.4)
+        ax.plot(steps, np.clip(line, 1e-6, None), style,
+                color="tab:red" if removed else "tab:blue", lw=1.4)
     ax.axhline(eta, color="black", ls="--", lw=1, label=f"eta = {eta:g}")
-    ax.set_yscale("symlog", linthresh=1e-2)
+    ax.set_yscale("log")
     ax.set_xlabel("Ricci-flow iteration")
     ax.set_ylabel("normalized query-edge length")
     ax.set_title(title)

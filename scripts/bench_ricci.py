@@ -1,0 +1,214 @@
+"""Ricci-flow benchmark: georag's batched flow against GraphRicciCurvature 0.6.1.
+
+Builds the paper's graphs (query + dense top-20, 50th-percentile edges, forced query
+edges, unit lengths; N = 21) for real SciFact queries, runs the full 20-iteration
+normalized flow with georag (batched, default Sinkhorn settings) and with
+GraphRicciCurvature (``method="OTD"``, ``proc=1`` and its default ``proc=cpu_count()``)
+on the same graphs in one run, and prints ms/query, the speed ratio, the agreement of
+the kept sets (final query-edge length <= 1) and the curvature error on the initial
+graphs; then the peak memory of one B=1024 flow in a fresh process::
+
+    python scripts/bench_ricci.py --batch 256 --peer-graphs 256
+
+The peer runs in ``.venv-peers`` (``make peers``); without it only georag is timed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+import numpy as np
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+PEER = ROOT / ".venv-peers" / "bin" / "python"
+RUNNER = ROOT / "scripts" / "ricci_reference.py"
+DATA = str(ROOT.parent / "shared" / "data")
+
+
+def scifact_graphs(data_dir: str | None, splits: list[str], limit: int) -> torch.Tensor:
+    """Adjacency (B, 21, 21) of the first ``limit`` judged SciFact queries."""
+    from georag.data.beir import load_beir
+    from georag.rerank.ricci_filtration import query_graphs
+    from georag.retrieval.candidates import build_candidate_pool
+
+    graphs = []
+    for split in splits:
+        dataset = load_beir("scifact", split=split, data_dir=data_dir)
+        pool = build_candidate_pool(dataset, first_stage="dense", top_m=20)
+        graphs.append(query_graphs(pool, top_m=20, quantile=0.5)[0])
+        if sum(g.shape[0] for g in graphs) >= limit:
+            break
+    adjacency = torch.cat(graphs)[:limit]
+    if adjacency.shape[0] < limit:
+        raise ValueError(f"only {adjacency.shape[0]} SciFact graphs, asked for {limit}")
+    return adjacency
+
+
+def time_georag(adjacency: torch.Tensor, repeats: int, device: str, threads: int
+                ) -> tuple[float, object]:
+    from georag.geometry.ricci import ricci_flow
+
+    torch.set_num_threads(threads)
+    adjacency = adjacency.to(device)
+    lengths = adjacency.float()
+    ricci_flow(lengths[:8], adjacency[:8], iterations=1)  # warm-up
+    times = []
+    for _ in range(repeats):
+        if device.startswith("cuda"):
+            torch.cuda.synchronize()
+        start = time.perf_counter()
+        result = ricci_flow(lengths, adjacency)
+        if device.startswith("cuda"):
+            torch.cuda.synchronize()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times), result
+
+
+def run_peer(adjacency: np.ndarray, mode: str, proc: int) -> dict[str, np.ndarray]:
+    with tempfile.TemporaryDirectory() as tmp:
+        inp, out = Path(tmp) / "g.npz", Path(tmp) / "r.npz"
+        np.savez(inp, lengths=adjacency.astype(np.float64), adjacency=adjacency)
+        subprocess.run([str(PEER), str(RUNNER), str(inp), str(out), "--mode", mode,
+                        "--iterations", "20", "--proc", str(proc)], check=True)
+        return dict(np.load(out))
+
+
+def peak_memory(adjacency: torch.Tensor, device: str) -> dict[str, float]:
+    """Run one flow over ``adjacency`` in a fresh process and report its peak memory."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "a.pt"
+        torch.save(adjacency, path)
+        out = subprocess.run([sys.executable, __file__, "--memory-child", str(path),
+                              "--device", device], check=True, capture_output=True, text=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def _status_kb(field: str) -> int:
+    with open("/proc/self/status") as fh:
+        return next(int(line.split()[1]) for line in fh if line.startswith(field))
+
+
+def memory_child(path: str, device: str) -> None:
+    from georag.geometry.ricci import ricci_flow
+
+    adjacency = torch.load(path).to(device)
+    lengths = adjacency.float()
+    ricci_flow(lengths[:8], adjacency[:8])  # load the kernels before the baseline
+    base = _status_kb("VmRSS")
+    with open("/proc/self/clear_refs", "w") as fh:
+        fh.write("5")  # reset the peak (VmHWM) to the current RSS
+    start = time.perf_counter()
+    ricci_flow(lengths, adjacency)
+    seconds = time.perf_counter() - start
+    peak = _status_kb("VmHWM")
+    report = {"rss_before_mb": base / 1024, "peak_rss_mb": peak / 1024,
+              "flow_extra_mb": (peak - base) / 1024, "seconds": seconds}
+    if device.startswith("cuda"):
+        report["cuda_peak_mb"] = torch.cuda.max_memory_allocated() / 2**20
+    print(json.dumps(report))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data-dir", default=os.environ.get("GEORAG_DATA", DATA),
+                        help="folder holding scifact/ (BEIR); default ../shared/data")
+    parser.add_argument("--batch", type=int, default=256, help="graphs timed with georag")
+    parser.add_argument("--peer-graphs", type=int, default=None,
+                        help="graphs run through the peer (default: --batch)")
+    parser.add_argument("--peer-default-graphs", type=int, default=None,
+                        help="graphs for the peer at proc=cpu_count (default: --peer-graphs)")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--memory-batch", type=int, default=1024)
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--memory-child", default=None, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.memory_child:
+        memory_child(args.memory_child, args.device)
+        return
+
+    from georag.geometry.ricci import ollivier_ricci
+    from georag.rerank.ricci_filtration import RicciFiltrationConfig
+
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    splits = ["test", "train"]
+    adjacency = scifact_graphs(args.data_dir, splits, max(args.batch, args.memory_batch))
+    graphs = adjacency[: args.batch]
+    n_peer = args.peer_graphs or args.batch
+    n_default = args.peer_default_graphs or n_peer
+    cfg = RicciFiltrationConfig()
+    print(f"# config: SciFact dense top-20 (all-MiniLM-L6-v2) graphs, N={graphs.shape[1]}, "
+          f"B={graphs.shape[0]}, mean edges {graphs.sum((1, 2)).float().mean() / 2:.1f}; "
+          f"flow {asdict(cfg)}; device {args.device}, torch threads "
+          f"{torch.get_num_threads()}, CPUs {os.cpu_count()}; peer GraphRicciCurvature 0.6.1 "
+          f"method=OTD on the first {n_peer} graphs (proc=1) and {n_default} (default proc)")
+
+    cores = os.cpu_count() or 1
+    one_s, ours = time_georag(graphs, args.repeats, args.device, 1)
+    all_s, _ = time_georag(graphs, args.repeats, args.device, cores)
+    b = graphs.shape[0]
+    one_ms, all_ms = one_s / b * 1e3, all_s / b * 1e3
+    rows = [(f"georag, batched Sinkhorn, B={b}, 1 thread", one_ms, None),
+            (f"georag, batched Sinkhorn, B={b}, {cores} threads", all_ms, None)]
+    parity = []
+    if PEER.exists():
+        adj = graphs.cpu().numpy()
+        ref = run_peer(adj[:n_peer], "flow", 1)
+        ref_ms = float(ref["seconds"].mean() * 1e3)
+        best_ms = min(one_ms, all_ms)
+        rows.append((f"GraphRicciCurvature proc=1 ({n_peer} graphs)", ref_ms, ref_ms / best_ms))
+        ref_default = run_peer(adj[:n_default], "flow", 0)
+        default_ms = float(ref_default["seconds"].mean() * 1e3)
+        rows.append((f"GraphRicciCurvature proc={cores} (default, {n_default} graphs)",
+                     default_ms, default_ms / best_ms))
+        ours_len = ours.lengths[:n_peer, 0, 1:].cpu().numpy()
+        real = adj[:n_peer, 0, 1:]
+        kept_ours = (ours_len <= cfg.eta + cfg.eta_atol) & real
+        kept_ref = (ref["lengths"][:, 0, 1:] <= cfg.eta + cfg.eta_atol) & real
+        parity.append(("kept set equal (share of chunks)",
+                       float((kept_ours == kept_ref)[real].mean())))
+        parity.append(("mean kept of 20: georag / GraphRicciCurvature",
+                       f"{kept_ours.sum(1).mean():.2f} / {kept_ref.sum(1).mean():.2f}"))
+        initial = run_peer(adj[:n_peer], "curvature", 1)["curvature"]
+        lengths = graphs[:n_peer].float()
+        for label, kwargs in (("default (0.05, 300 it, 1e-4)", {}),
+                              ("accuracy (0.02, 3000 it, 1e-6, float64)",
+                               dict(epsilon=0.02, max_iter=3000, tol=1e-6,
+                                    transport_dtype=torch.float64))):
+            kappa = ollivier_ricci(lengths, graphs[:n_peer], **kwargs).double().numpy()
+            err = np.abs(kappa - initial)[adj[:n_peer]]
+            parity.append((f"initial curvature max abs error, {label}", f"{err.max():.2e}"))
+    else:
+        print("# .venv-peers absent: run `make peers` to time GraphRicciCurvature")
+
+    print("\n| implementation | ms/query (median of runs) | georag speed-up |")
+    print("|---|---:|---:|")
+    for name, ms, ratio in rows:
+        shown = "" if ratio is None else f"{ratio:.1f}x"
+        print(f"| {name} | {ms:.1f} | {shown} |")
+    print("(speed-up: the peer's ms/query over georag's faster configuration above; both "
+          "use at most the machine's cores)")
+    if parity:
+        print("\n| parity with GraphRicciCurvature | value |")
+        print("|---|---|")
+        for name, value in parity:
+            print(f"| {name} | {value} |")
+    memory = peak_memory(adjacency[: args.memory_batch], args.device)
+    print(f"\n| B={args.memory_batch} flow | peak RSS {memory['peak_rss_mb']:.0f} MB "
+          f"(process before the flow {memory['rss_before_mb']:.0f} MB, flow adds "
+          f"{memory['flow_extra_mb']:.0f} MB) | {memory['seconds']:.2f} s "
+          f"({memory['seconds'] / args.memory_batch * 1e3:.1f} ms/query) |"
+          + (f" CUDA peak {memory['cuda_peak_mb']:.0f} MB |" if "cuda_peak_mb" in memory else ""))
+
+
+if __name__ == "__main__":
+    main()
