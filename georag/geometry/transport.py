@@ -201,8 +201,9 @@ def sinkhorn_shared_cost(
         One cost matrix per group; may be ``inf`` where either mass is zero.
     epsilon : float or torch.Tensor, shape (B,)
         Regularization per group. ``cost / epsilon`` must stay below
-        :func:`max_cost_over_epsilon` wherever both masses are positive, otherwise the
-        kernel underflows and the affected problems report ``converged=False``.
+        :func:`max_cost_over_epsilon` wherever both masses are positive: beyond it the
+        kernel sits at a floor (``exp(-1.5 * limit)``), the plan stays feasible and finite,
+        but costs there are no longer told apart.
     max_iter, tol, check_every
         As in :func:`sinkhorn`; ``tol`` bounds the L1 row-marginal error.
     init : (u, v), optional
@@ -229,9 +230,8 @@ def sinkhorn_shared_cost(
     # A floor far below every kernel entry that matters (those are >= exp(-limit)) keeps
     # each denominator positive, so the loop needs no clamping.
     floor = math.exp(-1.5 * max_cost_over_epsilon(a.dtype))
-    kernel = torch.exp(-cost / eps)
-    weighted = torch.where(kernel > 0, kernel * cost, torch.zeros_like(kernel))
-    kernel = kernel.clamp_min(floor)
+    kernel = torch.exp(-cost / eps).clamp_min(floor)
+    weighted = torch.where(torch.isfinite(cost), kernel * cost, torch.zeros_like(kernel))
     kernel_t = kernel.transpose(1, 2)
     if (a.sum(-1) <= 0).any():
         raise ValueError("every problem must carry positive mass")
