@@ -208,8 +208,8 @@ def test_bi_encoder_scores_cosine_and_encodes_the_kept_set_only():
         BiEncoderConfig(batch_size=0)
 
 
-def test_mpnet_parts_resolve_or_report_absent(tmp_path):
-    folder = mpnet_from_pypi_parts(tmp_path)
+def test_mpnet_parts_resolve_or_report_absent():
+    folder = mpnet_from_pypi_parts()  # extracted once into ~/.cache/georag/models
     assert folder is None or (folder / "modules.json").exists()
 
 
