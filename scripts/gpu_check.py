@@ -138,6 +138,8 @@ def main() -> int:
     args = parser.parse_args()
     cuda = torch.cuda.is_available()
     print("environment:", environment())
+    if args.scale != 1.0:
+        print(f"scale {args.scale}: the sizes in the labels are full-scale, multiply them by it")
     if not cuda:
         print("no CUDA device: CPU timings only, no parity check")
     failures = 0
