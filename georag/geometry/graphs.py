@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import torch
 
+
 def _check_mask(mask: torch.Tensor | None, b: int, n: int, device: torch.device) -> torch.Tensor:
     if mask is None:
         return torch.ones(b, n, dtype=torch.bool, device=device)
@@ -54,7 +55,9 @@ def cosine_dissimilarity(x: torch.Tensor, *, mask: torch.Tensor | None = None) -
         raise ValueError("x holds non-finite values (NaN or inf) at unmasked nodes")
     norms = x.norm(dim=2, keepdim=True)
     if (norms == 0).any():
-        raise ValueError("x holds zero vectors at unmasked nodes; cosine dissimilarity is undefined")
+        raise ValueError(
+            "x holds zero vectors at unmasked nodes; cosine dissimilarity is undefined"
+        )
     unit = x / norms
     r = torch.cdist(unit, unit, compute_mode="donot_use_mm_for_euclid_dist").square() / 2
     r = r.clamp(0.0, 2.0)
