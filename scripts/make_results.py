@@ -92,6 +92,16 @@ def render(rows: list[dict], multihop: list[dict], command: str, seconds: float)
         markdown_table(rows, BEIR_COLUMNS),
         "![quality against latency](quality_latency.png)",
         "",
+        "Reading the table:",
+        "- `ricci` is a filter: it keeps the survivors of the top 20 in first-stage order "
+        "(paper pipeline: a second stage follows; `ricci+bi` with all-mpnet-base-v2 is left "
+        "out here because encoding every kept abstract takes over 40 minutes on this CPU).",
+        "- `hyte` rescales this dense pool with the seeded, untrained HyTE-H projection at "
+        "alpha = 0.5; its sigmoid term is nearly constant, so the order barely moves (the "
+        "paper saw the same). Trained-projection figures are in docs/methods/hyte_h.md.",
+        "- `diffusion` keeps its top K = 20, so its recall@100 is that of 20 documents.",
+        "- Latencies were measured while other jobs shared the 2 cores (load average 5-8).",
+        "",
     ]
     if multihop:
         lines += [
