@@ -63,7 +63,8 @@ class BeirDataset:
             raise ValueError(f"dataset {self.name!r}: no queries")
 
 
-def _iter_jsonl(path: Path) -> Iterator[tuple[int, dict]]:
+def iter_jsonl(path: Path) -> Iterator[tuple[int, dict]]:
+    """Yield ``(line number, object)`` for each non-blank line; errors name file and line."""
     with path.open(encoding="utf-8") as handle:
         for line_no, line in enumerate(handle, start=1):
             if not line.strip():
@@ -89,7 +90,7 @@ def _require(record: dict, key: str, path: Path, line_no: int) -> str:
 def read_corpus(path: Path) -> dict[str, Document]:
     """Read ``corpus.jsonl``: objects with ``_id``, ``text`` and an optional ``title``."""
     corpus: dict[str, Document] = {}
-    for line_no, record in _iter_jsonl(path):
+    for line_no, record in iter_jsonl(path):
         doc_id = _require(record, "_id", path, line_no)
         text = _require(record, "text", path, line_no)
         if doc_id in corpus:
@@ -103,7 +104,7 @@ def read_corpus(path: Path) -> dict[str, Document]:
 def read_queries(path: Path) -> dict[str, str]:
     """Read ``queries.jsonl``: objects with ``_id`` and ``text``."""
     queries: dict[str, str] = {}
-    for line_no, record in _iter_jsonl(path):
+    for line_no, record in iter_jsonl(path):
         query_id = _require(record, "_id", path, line_no)
         if query_id in queries:
             raise DataFormatError(f"{path}:{line_no}: duplicate query id {query_id!r}")

@@ -19,7 +19,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from georag.data.beir import BeirDataset, DataFormatError, Document
+from georag.data.beir import BeirDataset, DataFormatError, Document, iter_jsonl
 
 __all__ = [
     "MultihopQuestion",
@@ -86,21 +86,12 @@ def read_hotpotqa_ircot(path: str | os.PathLike) -> list[MultihopQuestion]:
     """
     path = Path(path)
     questions = []
-    with path.open(encoding="utf-8") as handle:
-        for line_no, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            where = f"{path}:{line_no}"
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as err:
-                raise DataFormatError(f"{where}: malformed JSON ({err.msg})") from None
-            if not isinstance(record, dict):
-                raise DataFormatError(f"{where}: expected a JSON object")
-            qid = str(_field(record, "question_id", where, (str, int)))
-            text = _field(record, "question_text", where)
-            paras = _paragraphs(record.get("contexts"), f"{where} ({qid})", "paragraph_text")
-            questions.append(MultihopQuestion(qid, text, paras))
+    for line_no, record in iter_jsonl(path):
+        where = f"{path}:{line_no}"
+        qid = str(_field(record, "question_id", where, (str, int)))
+        text = _field(record, "question_text", where)
+        paras = _paragraphs(record.get("contexts"), f"{where} ({qid})", "paragraph_text")
+        questions.append(MultihopQuestion(qid, text, paras))
     return questions
 
 
