@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 EXTRAS ?= cpu,train,dev,mpnet
 
-.PHONY: venv demo test test-slow lint clean
+.PHONY: venv demo test lint clean
 
 $(BIN)/.installed: pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -21,9 +21,6 @@ demo: venv
 
 test: venv peers
 	HF_HUB_OFFLINE=1 WANDB_MODE=offline $(BIN)/python -m pytest -q
-
-test-slow: venv peers
-	HF_HUB_OFFLINE=1 WANDB_MODE=offline $(BIN)/python -m pytest -q -m slow
 
 lint: venv
 	$(BIN)/ruff check georag train tests scripts
