@@ -14,25 +14,11 @@ import yaml
 from georag.rerank.base import CandidateBatch
 from georag.rerank.diffusion import DiffusionConfig, DiffusionReranker
 
+from .batches import random_batch
 
-def make_batch(rng, b, m, d, *, dtype=torch.float64, padded=()):
-    query = rng.normal(size=(b, d))
-    cands = rng.normal(size=(b, m, d)) + 0.5 * query[:, None, :]
-    cands /= np.linalg.norm(cands, axis=2, keepdims=True)
-    unit_q = query / np.linalg.norm(query, axis=1, keepdims=True)
-    scores = np.einsum("bmd,bd->bm", cands, unit_q)
-    mask = np.ones((b, m), dtype=bool)
-    for row, n in padded:
-        mask[row, n:] = False
-    perm = rng.permutation(m)  # first-stage order must not be slot order
-    return CandidateBatch(
-        query=torch.tensor(query, dtype=dtype),
-        cands=torch.tensor(cands[:, perm], dtype=dtype),
-        scores=torch.tensor(scores[:, perm], dtype=dtype),
-        mask=torch.tensor(mask[:, perm]),
-        query_ids=[f"q{i}" for i in range(b)],
-        doc_ids=[[f"d{i}_{j}" for j in range(m)] for i in range(b)],
-    )
+
+def make_batch(rng, b, m, d, **options):
+    return random_batch(rng, b, m, d, unit=True, shuffle=True, **options)
 
 
 def reference(batch: CandidateBatch, cfg: DiffusionConfig) -> list[dict[int, float]]:

@@ -16,22 +16,11 @@ from hypothesis import strategies as st
 from georag.rerank.base import CandidateBatch
 from georag.rerank.maniscope import Maniscope, ManiscopeConfig
 
+from .batches import random_batch
 
-def make_batch(rng, b, m, d, *, dtype=torch.float64, padded=()):
-    query = rng.normal(size=(b, d))
-    cands = rng.normal(size=(b, m, d)) + 0.5 * query[:, None, :]
-    scores = np.einsum("bmd,bd->bm", cands, query)
-    mask = np.ones((b, m), dtype=bool)
-    for row, n in padded:
-        mask[row, n:] = False
-    return CandidateBatch(
-        query=torch.tensor(query, dtype=dtype),
-        cands=torch.tensor(cands, dtype=dtype),
-        scores=torch.tensor(scores, dtype=dtype),
-        mask=torch.tensor(mask),
-        query_ids=[f"q{i}" for i in range(b)],
-        doc_ids=[[f"d{i}_{j}" for j in range(m)] for i in range(b)],
-    )
+
+def make_batch(rng, b, m, d, **options):
+    return random_batch(rng, b, m, d, **options)
 
 
 def reference(batch: CandidateBatch, cfg: ManiscopeConfig) -> list[dict[int, float]]:
