@@ -54,11 +54,28 @@ class BM25Stage:
 
 
 class CachedEncoder:
-    """Memoizes an encoder by text, so the second stage encodes each chunk once across rows."""
+    """Memoizes an encoder by text, so the second stage encodes each chunk once across rows.
 
-    def __init__(self, encoder) -> None:
+    ``prime`` encodes the pool's candidate texts up front through the on-disk embedding
+    cache, in blocks, so an interrupted run resumes where it stopped.
+    """
+
+    def __init__(self, encoder, block: int = 512) -> None:
         self.encoder = encoder
+        self.block = block
         self.cache: dict[str, torch.Tensor] = {}
+
+    def prime(self, texts: list[str]) -> None:
+        from tqdm import tqdm
+
+        from georag.retrieval.candidates import corpus_embeddings
+
+        unique = sorted(set(texts) - set(self.cache))
+        starts = range(0, len(unique), self.block)
+        for start in tqdm(starts, desc=f"second stage: {len(unique)} candidate texts"):
+            block = unique[start:start + self.block]
+            vectors, _ = corpus_embeddings(block, self.encoder)
+            self.cache.update(zip(block, vectors))
 
     def encode(self, texts: list[str]) -> torch.Tensor:
         missing = list(dict.fromkeys(t for t in texts if t not in self.cache))
@@ -99,12 +116,15 @@ def main() -> None:
     start = time.perf_counter()
     details = ricci.filtrate(pool, history=True)
     ricci_s = time.perf_counter() - start
+    start = time.perf_counter()
     if args.second_stage == "bm25":
         second = BM25Stage(dataset)
     else:
         second = BiEncoderReranker(BiEncoderConfig(model=args.second_stage))
-        second._encoder = CachedEncoder(second.encoder)
-    start = time.perf_counter()
+        cached = CachedEncoder(second.encoder)
+        cached.prime([text for row, real in zip(pool.cand_texts, pool.mask.tolist())
+                      for text, keep in zip(row, real) if keep])
+        second = BiEncoderReranker(second.config, encoder=cached)
     alone = second(pool)
     second_s = time.perf_counter() - start
 

