@@ -22,6 +22,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from georag.geometry.ricci import (
+    SINKHORN_ACCURACY,
     largest_component,
     node_measures,
     ollivier_ricci,
@@ -165,35 +166,28 @@ def test_exact_curvature_matches_graphriccicurvature(tmp_path):
 
 
 @functools.cache
-def unit_case(n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    lengths, adjacency = random_graphs(3, 2, n, weighted=False)
+def sinkhorn_case(n: int, weighted: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Random graphs with their exact curvature (POT over networkx shortest paths)."""
+    lengths, adjacency = random_graphs(3 + n, 2 if n == 41 else 4, n, weighted=weighted)
     return lengths, adjacency, exact_curvature(lengths, adjacency)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("n", [5, 21, 41])
-def test_sinkhorn_default_within_1e2_on_unit_graphs(dtype, n):
-    lengths, adjacency, exact = unit_case(n)
+@pytest.mark.parametrize("weighted", [False, True])
+@pytest.mark.parametrize("n", [5, 13, 21, 41])
+def test_sinkhorn_default_within_1e2(dtype, weighted, n):
+    lengths, adjacency, exact = sinkhorn_case(n, weighted)
     got = ollivier_ricci(torch.tensor(lengths, dtype=dtype), torch.tensor(adjacency))
     assert np.abs(got.double().numpy() - exact).max() < 1e-2
 
 
-def test_sinkhorn_accuracy_setting_within_1e3_on_unit_graphs():
-    lengths, adjacency, exact = unit_case(21)
+@pytest.mark.parametrize("weighted, n", [(True, 5), (True, 13), (True, 21), (True, 41),
+                                         (False, 13), (False, 21), (False, 41)])
+def test_sinkhorn_accuracy_setting_within_1e3(weighted, n):
+    lengths, adjacency, exact = sinkhorn_case(n, weighted)
     got = ollivier_ricci(torch.tensor(lengths, dtype=torch.float32), torch.tensor(adjacency),
-                         epsilon=0.02, max_iter=3000, tol=1e-6, transport_dtype=torch.float64)
+                         **SINKHORN_ACCURACY)
     assert np.abs(got.double().numpy() - exact).max() < 1e-3
-
-
-def test_sinkhorn_on_weighted_graphs_within_documented_bounds():
-    # weighted lengths in [0.5, 2]: 2e-2 at the defaults, 5e-3 at the accuracy setting
-    lengths, adjacency = random_graphs(5, 3, 15, weighted=True)
-    exact = exact_curvature(lengths, adjacency)
-    default = ollivier_ricci(torch.tensor(lengths), torch.tensor(adjacency))
-    precise = ollivier_ricci(torch.tensor(lengths), torch.tensor(adjacency), epsilon=0.02,
-                             max_iter=3000, tol=1e-6, transport_dtype=torch.float64)
-    assert np.abs(default.numpy() - exact).max() < 2e-2
-    assert np.abs(precise.numpy() - exact).max() < 5e-3
 
 
 def test_curvature_is_symmetric_and_zero_off_edges():

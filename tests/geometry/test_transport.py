@@ -13,6 +13,7 @@ from georag.geometry.transport import (
     max_cost_over_epsilon,
     sinkhorn,
     sinkhorn_shared_cost,
+    sinkhorn_shared_cost_scaled,
 )
 
 DTYPES = (torch.float32, torch.float64)
@@ -108,6 +109,43 @@ def test_shared_cost_solver_stays_finite_when_the_kernel_underflows():
     # told apart, but the plan stays feasible and finite
     low = sinkhorn_shared_cost(a, b, cost, epsilon=0.01)
     assert torch.isfinite(low.cost).all() and 10.0 <= float(low.cost) <= 12.0
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_shared_cost_center_leaves_the_plan_and_doubles_the_range(dtype):
+    # sources {0, 1}, targets {2, 3}: the diagonal plan costs 10, the even split 11
+    a = torch.tensor([[[0.5, 0.5, 0.0, 0.0]]], dtype=dtype)
+    b = torch.tensor([[[0.0, 0.0, 0.5, 0.5]]], dtype=dtype)
+    cost = torch.tensor([[[0.0, 2.0, 10.0, 12.0], [2.0, 0.0, 12.0, 10.0],
+                          [10.0, 12.0, 0.0, 2.0], [12.0, 10.0, 2.0, 0.0]]], dtype=dtype)
+    moderate = sinkhorn_shared_cost(a, b, cost, epsilon=1.0, max_iter=500, tol=1e-6)
+    centred = sinkhorn_shared_cost(a, b, cost, epsilon=1.0, max_iter=500, tol=1e-6, center=6.0)
+    torch.testing.assert_close(centred.cost, moderate.cost)
+    # 12 / eps is 1.9 times the one-sided limit: without a centre both costs sit at the
+    # kernel's floor and the plan splits evenly; centred on 6 they are told apart
+    eps = 12.0 / (1.9 * max_cost_over_epsilon(dtype))
+    plain = sinkhorn_shared_cost(a, b, cost, epsilon=eps, max_iter=500, tol=1e-6)
+    centred = sinkhorn_shared_cost(a, b, cost, epsilon=eps, max_iter=500, tol=1e-6, center=6.0)
+    assert centred.converged.all() and abs(float(centred.cost) - 10.0) < 1e-3
+    assert abs(float(plain.cost) - 11.0) < 1e-3
+
+
+def test_scaled_solver_converges_where_the_plain_one_does_not():
+    # integer costs with many ties, as on unit-length graphs
+    gen = torch.Generator().manual_seed(7)
+    a = (torch.rand(2, 16, 9, generator=gen, dtype=torch.float64) < 0.4).double() + 1e-3
+    b = (torch.rand(2, 16, 9, generator=gen, dtype=torch.float64) < 0.4).double() + 1e-3
+    a, b = a / a.sum(-1, keepdim=True), b / b.sum(-1, keepdim=True)
+    cost = torch.randint(1, 4, (2, 9, 9), generator=gen).double()
+    cost = torch.minimum(cost, cost.transpose(1, 2)) * (1 - torch.eye(9, dtype=torch.float64))
+    eps = torch.full((2,), 0.05, dtype=torch.float64)
+    plain = sinkhorn_shared_cost(a, b, cost, epsilon=eps, max_iter=60_000, tol=1e-7)
+    scaled = sinkhorn_shared_cost_scaled(a, b, cost, epsilon=eps, start=torch.full((2,), 3.0),
+                                         max_iter=60_000, tol=1e-7, center=1.5)
+    assert scaled.converged.all() and not plain.converged.all()
+    torch.testing.assert_close(scaled.cost, plain.cost, atol=1e-5, rtol=0)
+    with pytest.raises(ValueError, match="factor"):
+        sinkhorn_shared_cost_scaled(a, b, cost, epsilon=eps, start=eps, factor=1.0)
 
 
 @settings(max_examples=20, deadline=None)
