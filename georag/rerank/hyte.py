@@ -24,9 +24,6 @@ from georag.rerank.base import CandidateBatch, RerankResult
 
 __all__ = ["HyTEConfig", "HyTEReranker", "hybrid_scores", "load_config"]
 
-CONFIG_PATH = Path(__file__).resolve().parents[2] / "configs" / "rerank" / "hyte_h.yaml"
-
-
 @dataclass(frozen=True)
 class HyTEConfig:
     """HyTE-H defaults (paper: M = 50, K = 1, P = 1, sigmoid offset 2).
@@ -65,9 +62,13 @@ class HyTEConfig:
             raise ValueError(f"need k > 0 and power >= 0, got k={self.k}, power={self.power}")
 
 
-def load_config(path: str | Path = CONFIG_PATH, **overrides: object) -> HyTEConfig:
-    """Read a :class:`HyTEConfig` from YAML, with keyword overrides."""
-    data = yaml.safe_load(Path(path).read_text()) or {}
+def load_config(path: str | Path, **overrides: object) -> HyTEConfig:
+    """Read a :class:`HyTEConfig` from YAML (e.g. ``configs/rerank/hyte_h.yaml`` of the
+    repository), with keyword overrides."""
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"path: no such config file {path}")
+    data = yaml.safe_load(path.read_text()) or {}
     data.update(overrides)
     return HyTEConfig(**data)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import asdict
+from pathlib import Path
 
 import pytest
 import torch
@@ -62,9 +63,12 @@ def test_queries_without_lexical_match_and_bad_shapes():
         hybrid_scores(bm25[:, :5], query, cands, mask, alpha=0.5)
 
 
-def test_config_defaults_are_the_yaml():
-    assert load_config() == HyTEConfig()
-    assert asdict(HyTEConfig()) | {"alpha": 0.3} == asdict(load_config(alpha=0.3))
+def test_config_defaults_are_the_yaml(tmp_path):
+    yaml_path = Path(__file__).parents[2] / "configs/rerank/hyte_h.yaml"
+    assert load_config(yaml_path) == HyTEConfig()
+    assert asdict(HyTEConfig()) | {"alpha": 0.3} == asdict(load_config(yaml_path, alpha=0.3))
+    with pytest.raises(ValueError, match="path: no such config file"):
+        load_config(tmp_path / "absent.yaml")
     assert HyTEConfig().top_m == 50 and HyTEConfig().offset == 2.0 and HyTEConfig().k == 1.0
     with pytest.raises(ValueError, match="alpha must be in"):
         HyTEConfig(alpha=-0.1)
