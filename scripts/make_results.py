@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -69,7 +70,8 @@ def multihop_rows(data_dir: str) -> list[dict]:
     return results_rows(data_dir)
 
 
-def render(rows: list[dict], multihop: list[dict], command: str, seconds: float) -> str:
+def render(rows: list[dict], multihop: list[dict], command: str, seconds: float,
+           load: tuple[float, float]) -> str:
     env = environment()
     lines = [
         "# Results",
@@ -79,7 +81,9 @@ def render(rows: list[dict], multihop: list[dict], command: str, seconds: float)
         "",
         f"- command: `{command}`",
         f"- date: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, "
-        f"wall time {seconds / 60:.1f} min",
+        f"wall time {seconds / 60:.1f} min, load average (1 min) {load[0]:.1f} at the start, "
+        f"{load[1]:.1f} at the end (latencies are slower and noisier when other jobs share "
+        "the cores)",
         f"- machine: {env['machine']}, {env['threads']} torch threads, CUDA: {env['cuda']}",
         f"- versions: python {env['python']}, torch {env['torch']}, "
         f"transformers {env['transformers']}, faiss {env['faiss']}",
@@ -95,12 +99,13 @@ def render(rows: list[dict], multihop: list[dict], command: str, seconds: float)
         "Reading the table:",
         "- `ricci` is a filter: it keeps the survivors of the top 20 in first-stage order "
         "(paper pipeline: a second stage follows; `ricci+bi` with all-mpnet-base-v2 is left "
-        "out here because encoding every kept abstract takes over 40 minutes on this CPU).",
+        "out here because encoding every kept abstract takes over 40 minutes on this CPU; "
+        "docs/methods/ricci_filtration.md has Ricci-Filtration + all-mpnet-base-v2 on SciFact "
+        "from scripts/quality_ricci.py).",
         "- `hyte` rescales this dense pool with the seeded, untrained HyTE-H projection at "
         "alpha = 0.5; its sigmoid term is nearly constant, so the order barely moves (the "
         "paper saw the same). Trained-projection figures are in docs/methods/hyte_h.md.",
         "- `diffusion` keeps its top K = 20, so its recall@100 is that of 20 documents.",
-        "- Latencies were measured while other jobs shared the 2 cores (load average 5-8).",
         "",
     ]
     if multihop:
@@ -121,7 +126,7 @@ def main() -> None:
     parser.add_argument("--methods", nargs="+", default=list(BEIR_METHODS),
                         help="rerankers for the BEIR-style sets")
     args = parser.parse_args()
-    start = time.perf_counter()
+    start, load_start = time.perf_counter(), os.getloadavg()[0]
     rows = beir_rows(args.data_dir, args.runs, args.max_queries, args.methods)
     multihop = multihop_rows(args.data_dir)
     seconds = time.perf_counter() - start
@@ -129,7 +134,7 @@ def main() -> None:
     atomic_write_bytes(args.docs / "results.json", lambda tmp: tmp.write_text(payload))
     plot_quality_latency(rows, args.docs / "quality_latency.png")
     command = "python " + " ".join(sys.argv)
-    text = render(rows, multihop, command, seconds)
+    text = render(rows, multihop, command, seconds, (load_start, os.getloadavg()[0]))
     atomic_write_bytes(args.docs / "results.md", lambda tmp: tmp.write_text(text))
     print(text)
 
