@@ -132,9 +132,13 @@ class _ShardStream(IterableDataset):
 
 
 class _RerankModule(pl.LightningModule):
-    def __init__(self, reranker: Reranker, top_k: int | None) -> None:
+    def __init__(self, reranker: Reranker, top_k: int | None, encoder: TextEncoder) -> None:
         super().__init__()
-        self.reranker, self.top_k = reranker, top_k
+        self.reranker, self.top_k, self.encoder = reranker, top_k, encoder
+
+    def on_predict_start(self) -> None:
+        # the shard stream encodes its queries with this encoder: on this rank's device
+        self.encoder.to(self.device)
 
     def transfer_batch_to_device(self, batch, device, dataloader_idx):
         shard, candidates = batch
@@ -199,6 +203,8 @@ def rerank_run_file(
         Output TREC run; shards live in ``<out>.shards/``.
     devices, strategy, accelerator
         Passed to ``lightning.Trainer`` (``devices=2, strategy="ddp"`` for two processes).
+        Each rank encodes its queries on its own device (fp16 on CUDA); the document
+        embeddings come from the cache (encoded on the CPU when absent).
     """
     if batch_size <= 0 or top_m <= 0:
         raise ValueError(f"batch_size and top_m must be positive, got {batch_size}, {top_m}")
@@ -227,7 +233,7 @@ def rerank_run_file(
         callbacks=[_ShardWriter(out, getattr(reranker, "name", "georag"))],
     )
     loader = DataLoader(stream, batch_size=None)
-    trainer.predict(_RerankModule(reranker, top_k), loader, return_predictions=False)
+    trainer.predict(_RerankModule(reranker, top_k, encoder), loader, return_predictions=False)
     trainer.strategy.barrier()
     if trainer.is_global_zero:
         _merge(out)

@@ -84,9 +84,18 @@ class TextEncoder:
         self.model = SentenceTransformer(
             resolve_model_path(model_name_or_path), device=str(self.device)
         )
+        self.to(self.device)
+        self.model.eval()
+
+    def to(self, device: str | torch.device) -> TextEncoder:
+        """Move the model to ``device``: fp16 on CUDA, fp32 elsewhere. Returns ``self``."""
+        self.device = torch.device(device)
+        self.model.to(self.device)
         if self.device.type == "cuda":
             self.model.half()
-        self.model.eval()
+        else:
+            self.model.float()
+        return self
 
     @property
     def dim(self) -> int:

@@ -141,3 +141,20 @@ def test_two_process_ddp_equals_single_process(demo_run, tmp_path, embedding_cac
     assert outputs["1"] == outputs["2"]
     assert len(read_run(tmp_path / "d2.trec")) == len(demo.queries)
     assert len(list((tmp_path / "d2.trec.shards").iterdir())) == 4
+
+
+
+def test_queries_are_encoded_on_the_rank_device():
+    import torch
+
+    from georag.rerank.batch_predict import _RerankModule
+    from georag.retrieval.encoder import TextEncoder
+
+    encoder = TextEncoder(show_progress=False, device="cpu")
+    moves = []
+    original = encoder.to
+    encoder.to = lambda device: moves.append(device) or original(device)
+    module = _RerankModule(IdentityReranker(), None, encoder)
+    module.on_predict_start()  # outside a trainer the module sits on the CPU
+    assert moves == [module.device] and encoder.device.type == "cpu"
+    assert next(encoder.model.parameters()).dtype == torch.float32  # fp16 only on CUDA
