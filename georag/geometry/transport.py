@@ -295,7 +295,7 @@ def sinkhorn_shared_cost_scaled(
         As in :func:`sinkhorn_shared_cost`.
     epsilon, start : torch.Tensor, shape (B,)
         Final and first regularization of each group (``start`` is raised to
-        ``epsilon`` where it is smaller).
+        ``epsilon`` where it is smaller, e.g. a graph without edges).
     factor : float
         Ratio of successive stages, in (0, 1).
     stage_iter : int
@@ -314,7 +314,10 @@ def sinkhorn_shared_cost_scaled(
     if stage_iter < 1:
         raise ValueError(f"stage_iter must be >= 1, got {stage_iter}")
     eps = _check_epsilon(epsilon, torch.Size([a.shape[0]]), a)
-    first = torch.maximum(_check_epsilon(start, torch.Size([a.shape[0]]), a), eps)
+    first = torch.as_tensor(start, dtype=a.dtype, device=a.device).expand(a.shape[0])
+    if not torch.isfinite(first).all() or (first < 0).any():
+        raise ValueError(f"start must be finite and non-negative, got {start}")
+    first = torch.maximum(first, eps)
     stages = int(torch.ceil(torch.log(first / eps) / -math.log(factor)).max()) if a.numel() else 0
     init, total = None, 0
     for stage in range(stages + 1):

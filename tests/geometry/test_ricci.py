@@ -190,6 +190,20 @@ def test_sinkhorn_accuracy_setting_within_1e3(weighted, n):
     assert np.abs(got.double().numpy() - exact).max() < 1e-3
 
 
+@settings(max_examples=25, deadline=None)
+@given(n=st.integers(3, 12), seed=st.integers(0, 2**16), weighted=st.booleans(),
+       double=st.booleans(), alpha=st.sampled_from([0.0, 0.5, 0.9]),
+       exp_power=st.sampled_from([0.0, 1.0, 2.0]))
+def test_sinkhorn_default_within_1e2_property(n, seed, weighted, double, alpha, exp_power):
+    lengths, adjacency = random_graphs(seed, 1, n, weighted=weighted)
+    exact = exact_curvature(lengths, adjacency, alpha=alpha, exp_power=exp_power)
+    dtype = torch.float64 if double else torch.float32
+    got = ollivier_ricci(torch.tensor(lengths, dtype=dtype), torch.tensor(adjacency),
+                         alpha=alpha, exp_power=exp_power)
+    assert got.dtype == dtype
+    assert np.abs(got.double().numpy() - exact).max() < 1e-2
+
+
 def test_curvature_is_symmetric_and_zero_off_edges():
     lengths, adjacency = random_graphs(6, 2, 10, weighted=True)
     kappa = ollivier_ricci(torch.tensor(lengths), torch.tensor(adjacency))
