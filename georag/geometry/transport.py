@@ -273,8 +273,8 @@ def sinkhorn_shared_cost_scaled(
     b: torch.Tensor,
     cost: torch.Tensor,
     *,
-    epsilon: torch.Tensor,
-    start: torch.Tensor,
+    epsilon: float | torch.Tensor,
+    start: float | torch.Tensor,
     factor: float = 0.5,
     stage_iter: int = 100,
     max_iter: int = 1000,
@@ -293,7 +293,7 @@ def sinkhorn_shared_cost_scaled(
     ----------
     a, b, cost, center
         As in :func:`sinkhorn_shared_cost`.
-    epsilon, start : torch.Tensor, shape (B,)
+    epsilon, start : float or torch.Tensor, shape (B,)
         Final and first regularization of each group (``start`` is raised to
         ``epsilon`` where it is smaller, e.g. a graph without edges).
     factor : float
