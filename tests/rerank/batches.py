@@ -36,3 +36,13 @@ def random_batch(rng: np.random.Generator, b: int, m: int, d: int, *,
         query_ids=[f"q{i}" for i in range(b)],
         doc_ids=[[f"d{i}_{j}" for j in range(m)] for i in range(b)],
     )
+
+
+def top_pool(batch: CandidateBatch, row: int, top_m: int) -> tuple[np.ndarray, np.ndarray]:
+    """The slots of ``row``'s best ``top_m`` real candidates by score (stable order) and
+    their unit-normalized embeddings, as the seeds' per-query references take them."""
+    scores = batch.scores[row].numpy()
+    real = np.nonzero(batch.mask[row].numpy())[0]
+    pool = real[np.argsort(-scores[real], kind="stable")][:top_m]
+    emb = batch.cands[row].numpy()[pool]
+    return pool, emb / np.linalg.norm(emb, axis=1, keepdims=True)

@@ -14,7 +14,7 @@ import yaml
 from georag.rerank.base import CandidateBatch
 from georag.rerank.diffusion import DiffusionConfig, DiffusionReranker
 
-from .batches import random_batch
+from .batches import random_batch, top_pool
 
 
 def make_batch(rng, b, m, d, **options):
@@ -25,14 +25,10 @@ def reference(batch: CandidateBatch, cfg: DiffusionConfig) -> list[dict[int, flo
     """Seed 002 per query with networkx: complete graph, pagerank, top-K."""
     out = []
     for b in range(batch.batch_size):
-        scores = batch.scores[b].numpy()
-        real = np.nonzero(batch.mask[b].numpy())[0]
-        pool = real[np.argsort(-scores[real], kind="stable")][: cfg.top_m]
+        pool, emb = top_pool(batch, b, cfg.top_m)
         if len(pool) == 0:
             out.append({})
             continue
-        emb = batch.cands[b].numpy()[pool]
-        emb = emb / np.linalg.norm(emb, axis=1, keepdims=True)
         graph = nx.Graph()
         graph.add_nodes_from(range(len(pool)))
         for i in range(len(pool)):
@@ -40,7 +36,7 @@ def reference(batch: CandidateBatch, cfg: DiffusionConfig) -> list[dict[int, flo
                 w = max(float(emb[i] @ emb[j]), 0.0)
                 if w > 0:
                     graph.add_edge(i, j, weight=w)
-        s = scores[pool]
+        s = batch.scores[b].numpy()[pool]
         p = s - min(0.0, s.min())
         if p.sum() == 0:
             p = np.ones_like(p)

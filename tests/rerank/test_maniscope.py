@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from georag.rerank.base import CandidateBatch
 from georag.rerank.maniscope import Maniscope, ManiscopeConfig
 
-from .batches import random_batch
+from .batches import random_batch, top_pool
 
 
 def make_batch(rng, b, m, d, **options):
@@ -27,14 +27,10 @@ def reference(batch: CandidateBatch, cfg: ManiscopeConfig) -> list[dict[int, flo
     """Seed 001 per query: k-NN graph in networkx, Dijkstra from the top-1 candidate."""
     out = []
     for b in range(batch.batch_size):
-        scores = batch.scores[b].numpy()
-        real = np.nonzero(batch.mask[b].numpy())[0]
-        pool = real[np.argsort(-scores[real], kind="stable")][: cfg.top_m]
+        pool, emb = top_pool(batch, b, cfg.top_m)
         if len(pool) == 0:
             out.append({})
             continue
-        emb = batch.cands[b].numpy()[pool]
-        emb = emb / np.linalg.norm(emb, axis=1, keepdims=True)
         dist = np.clip(1.0 - emb @ emb.T, 0.0, None)
         graph = nx.Graph()
         graph.add_nodes_from(range(len(pool)))
