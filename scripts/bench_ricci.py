@@ -16,6 +16,7 @@ The peer runs in ``.venv-peers`` (``make peers``); without it only georag is tim
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import os
 import statistics
@@ -180,7 +181,10 @@ def main() -> None:
                        f"{kept_ours.sum(1).mean():.2f} / {kept_ref.sum(1).mean():.2f}"))
         initial = run_peer(adj[:n_peer], "curvature", 1)["curvature"]
         lengths = graphs[:n_peer].float()
-        for label, kwargs in (("default (0.03, 1000 it, 1e-5, float64)", {}),
+        defaults = {name: param.default for name, param in
+                    inspect.signature(ollivier_ricci).parameters.items()
+                    if name in SINKHORN_ACCURACY}
+        for label, kwargs in ((f"defaults {defaults}", {}),
                               (f"SINKHORN_ACCURACY {SINKHORN_ACCURACY}", SINKHORN_ACCURACY)):
             kappa = ollivier_ricci(lengths, graphs[:n_peer], **kwargs).double().numpy()
             err = np.abs(kappa - initial)[adj[:n_peer]]

@@ -13,6 +13,7 @@ inputs, with the seconds each solve took::
 from __future__ import annotations
 
 import argparse
+import inspect
 import time
 
 import numpy as np
@@ -45,8 +46,11 @@ def main() -> None:
     from georag.geometry.ricci import SINKHORN_ACCURACY, ollivier_ricci
 
     settings = {"defaults": {}, "SINKHORN_ACCURACY": SINKHORN_ACCURACY}
+    defaults = {name: param.default for name, param in
+                inspect.signature(ollivier_ricci).parameters.items() if name in SINKHORN_ACCURACY}
     print(f"# {args.graphs} graphs per case, seed {args.seed}, {args.threads} threads, "
-          f"torch {torch.__version__}; SINKHORN_ACCURACY = {SINKHORN_ACCURACY}")
+          f"torch {torch.__version__}; defaults = {defaults}; "
+          f"SINKHORN_ACCURACY = {SINKHORN_ACCURACY}")
     print("\n| N | lengths | input dtype | setting | max abs error | seconds |")
     print("|---:|---|---|---|---:|---:|")
     worst: dict[str, float] = {}
