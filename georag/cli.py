@@ -30,6 +30,13 @@ def _methods(value: str) -> list[str]:
     return methods
 
 
+def _assignment(value: str) -> tuple[str, str]:
+    key, sep, text = value.partition("=")
+    if not sep or not key.strip():
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {value!r}")
+    return key.strip(), text.strip()
+
+
 def _positive(value: str) -> int:
     number = int(value)
     if number <= 0:
@@ -52,6 +59,21 @@ def _add_eval_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", help="embedding model (default all-MiniLM-L6-v2)")
     parser.add_argument("--out", help="output folder for results.json / results.md")
     parser.add_argument("--max-queries", type=_positive, help="evaluate only the first N queries")
+    parser.add_argument(
+        "--method-config",
+        action="append",
+        metavar="NAME=PATH",
+        type=_assignment,
+        help="a method's config YAML (e.g. ricci=configs/rerank/ricci_filtration.yaml); repeatable",
+    )
+    parser.add_argument(
+        "--method-option",
+        action="append",
+        metavar="NAME.KEY=VALUE",
+        type=_assignment,
+        help="one config field of a method (e.g. maniscope.k=7, learned_diffusion.weights=w.pt), "
+        "applied over --method-config; repeatable",
+    )
     parser.add_argument("--config", type=Path, help="YAML file with the same keys (CLI wins)")
     parser.add_argument(
         "--wandb",
@@ -115,15 +137,13 @@ def _build_parser() -> argparse.ArgumentParser:
 
 
 def _eval_config(args: argparse.Namespace):
-    import yaml
-
+    from georag.config import read_yaml
     from georag.eval.runner import EvalConfig
+    from georag.rerank.registry import parse_option
 
     values: dict = {}
     if args.config is not None:
-        if not args.config.is_file():
-            raise ValueError(f"--config: no such file {args.config}")
-        values = yaml.safe_load(args.config.read_text()) or {}
+        values = read_yaml(args.config, argument="--config")
     for key in (
         "dataset",
         "data_dir",
@@ -139,6 +159,15 @@ def _eval_config(args: argparse.Namespace):
             values[key] = getattr(args, key)
     if "dataset" not in values:
         raise ValueError("--dataset is required (on the command line or in --config)")
+    configs = dict(values.get("method_configs") or {})
+    configs.update(dict(args.method_config or []))
+    options = {name: dict(v) for name, v in (values.get("method_options") or {}).items()}
+    for key, text in args.method_option or []:
+        name, dot, field = key.partition(".")
+        if not dot or not field:
+            raise ValueError(f"--method-option: expected NAME.KEY=VALUE, got {key}={text}")
+        options.setdefault(name, {})[field] = parse_option(name, field, text)
+    values.update(method_configs=configs, method_options=options)
     return EvalConfig.from_dict(values)
 
 
@@ -164,7 +193,7 @@ def _cmd_demo(args: argparse.Namespace) -> None:
     from georag.eval.runner import EvalConfig, run_eval
     from georag.rerank.registry import available_methods
 
-    available = available_methods() + ["iso"]
+    available = available_methods()
     methods = args.methods or [
         m for m in DEMO_METHODS if all(stage in available for stage in m.split("+"))
     ]

@@ -26,8 +26,7 @@ from quality_iso import DATASETS, prepare
 
 from georag.data.beir import default_cache_dir
 from georag.geometry.diffusion import personalized_pagerank
-from georag.models.poincare import fixed_projection
-from georag.rerank.iso_rag import GlobalPPR, IsoRag, IsoRagConfig
+from georag.rerank.iso_rag import GlobalPPR, GlobalPPRConfig, IsoRag, IsoRagConfig, fixed_radius
 from georag.retrieval.encoder import TextEncoder
 
 
@@ -59,30 +58,28 @@ def main() -> None:
         os.environ.get("GEORAG_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
     device = torch.device(args.device)
     p = prepare(args.dataset, data_dir, TextEncoder(show_progress=False), default_cache_dir())
-    import geoopt
-
-    radius = geoopt.PoincareBall(c=1.0).dist0(fixed_projection(p.embeddings)).clamp_min(1e-6)
+    radius = fixed_radius(p.embeddings)
     config = IsoRagConfig()
     emb, queries = p.embeddings.to(device), p.queries.to(device)
-    iso = IsoRag(emb, p.graph, radius.to(device), config)
+    iso = IsoRag(config).fit_graph(emb, p.graph, radius.to(device))
     iso.csr, iso.strength, iso.volume = (iso.csr.to(device), iso.strength.to(device),
                                          iso.volume.to(device))
-    glob = GlobalPPR(emb, p.graph, num_seeds=config.num_seeds, damping=0.5,
-                     topo_weight=config.topo_weight)
+    glob = GlobalPPR(GlobalPPRConfig(num_seeds=config.num_seeds, damping=0.5,
+                                     topo_weight=config.topo_weight)).fit_graph(emb, p.graph)
     glob.csr = glob.csr.to(device)
     b = queries.shape[0]
     print(f"dataset {args.dataset}: N={p.graph.num_nodes} passages, "
           f"{p.graph.counts()['edges']} undirected edges, B={b} questions; device {device}, "
           f"torch {torch.__version__}, {torch.get_num_threads()} threads")
     print(f"ISO-RAG {config}")
-    print(f"whole-graph PPR: seeds={config.num_seeds}, damping=0.5, tol={glob.tol}, "
+    print(f"whole-graph PPR: seeds={config.num_seeds}, damping=0.5, tol={glob.config.tol}, "
           f"sparse CSR power iteration over all N nodes")
     rows = []
     for label, method in (("iso_rag local PPR", iso), ("whole-graph PPR", glob)):
-        method.retrieve(queries[:8], top_k=10)  # warm-up
-        batched = [timed(lambda m=method: m.retrieve(queries, top_k=10), device)
+        method.search(queries[:8], top_k=10)  # warm-up
+        batched = [timed(lambda m=method: m.search(queries, top_k=10), device)
                    for _ in range(args.repeats)]
-        single = [timed(lambda m=method, i=i: m.retrieve(queries[i:i + 1], top_k=10), device)
+        single = [timed(lambda m=method, i=i: m.search(queries[i:i + 1], top_k=10), device)
                   for i in range(min(args.single, b))]
         rows.append((label, 1000 * statistics.median(batched) / b,
                      1000 * statistics.median(single)))
@@ -98,7 +95,7 @@ def main() -> None:
                               tol=config.tol, max_iter=config.max_iter, mask=t.mask[rows])
 
     def whole_ppr(rows: slice) -> None:
-        personalized_pagerank(glob.csr, whole_p[:, rows], damping=0.5, tol=glob.tol,
+        personalized_pagerank(glob.csr, whole_p[:, rows], damping=0.5, tol=glob.config.tol,
                               max_iter=glob.max_iter)
 
     for label, fn in (("  PPR step: local", local_ppr), ("  PPR step: whole", whole_ppr)):

@@ -31,8 +31,16 @@ import torch
 from georag.data.beir import BeirDataset, default_cache_dir
 from georag.data.multihop import load_multihop
 from georag.eval.metrics import evaluate
-from georag.models.poincare import PoincareHead, fixed_projection
-from georag.rerank.iso_rag import DenseRetriever, GlobalPPR, IsoRag, IsoRagConfig, output_to_run
+from georag.models.poincare import PoincareHead
+from georag.rerank.iso_rag import (
+    DenseRetriever,
+    GlobalPPR,
+    GlobalPPRConfig,
+    IsoRag,
+    IsoRagConfig,
+    fixed_radius,
+    output_to_run,
+)
 from georag.retrieval.cache import EmbeddingCache
 from georag.retrieval.candidates import FirstStage, FirstStageConfig
 from georag.retrieval.encoder import TextEncoder
@@ -76,13 +84,6 @@ def prepare(name: str, data_dir: Path, encoder: TextEncoder, cache: Path) -> Pre
                     queries)
 
 
-def fixed_radius(embeddings: torch.Tensor) -> torch.Tensor:
-    """Hyperbolic radius of the fixed projection (c = 1, scale 1)."""
-    import geoopt
-
-    return geoopt.PoincareBall(c=1.0).dist0(fixed_projection(embeddings)).clamp_min(1e-6)
-
-
 def head_radius(head: PoincareHead, embeddings: torch.Tensor) -> torch.Tensor:
     with torch.no_grad():
         return head.radius(embeddings).clamp_min(1e-6)
@@ -93,8 +94,8 @@ class RandomPrune(IsoRag):
 
     name = "iso_rag-random"
 
-    def __init__(self, *args, seed: int = 0, **kwargs) -> None:
-        super().__init__(*args, **kwargs)
+    def __init__(self, config: IsoRagConfig, *, seed: int = 0) -> None:
+        super().__init__(config)
         self.seed = seed
 
     def prune(self, weights: torch.Tensor, scores: torch.Tensor):
@@ -112,24 +113,27 @@ class RandomPrune(IsoRag):
 
 def methods(p: Prepared, config: IsoRagConfig, radius: torch.Tensor,
             trained: torch.Tensor | None) -> list[tuple[str, object]]:
+    def iso(cfg: IsoRagConfig, r: torch.Tensor = radius, cls: type = IsoRag) -> IsoRag:
+        return cls(cfg).fit_graph(p.embeddings, p.graph, r)
+
+    def ppr(cfg: GlobalPPRConfig) -> GlobalPPR:
+        return GlobalPPR(cfg).fit_graph(p.embeddings, p.graph)
+
     out = [
-        ("dense", DenseRetriever(p.embeddings)),
-        ("ppr_global", GlobalPPR(p.embeddings, p.graph, num_seeds=config.num_seeds,
-                                 damping=0.5, lam=1.0, topo_weight=config.topo_weight)),
-        ("ppr_global+mix", GlobalPPR(p.embeddings, p.graph, num_seeds=config.num_seeds,
-                                     damping=config.damping, lam=config.lam,
-                                     topo_weight=config.topo_weight)),
-        ("iso_rag", IsoRag(p.embeddings, p.graph, radius, config)),
-        ("iso_rag-noprune", IsoRag(p.embeddings, p.graph, radius,
-                                   dataclasses.replace(config, prune_threshold=float("inf")))),
-        ("iso_rag-notopo", IsoRag(p.embeddings, p.graph, radius,
-                                  dataclasses.replace(config, topological=False))),
-        ("iso_rag-degvol", IsoRag(p.embeddings, p.graph, radius,
-                                  dataclasses.replace(config, volume="degree"))),
-        ("iso_rag-random", RandomPrune(p.embeddings, p.graph, radius, config)),
+        ("dense", DenseRetriever().fit_embeddings(p.embeddings)),
+        ("ppr_global", ppr(GlobalPPRConfig(num_seeds=config.num_seeds,
+                                           topo_weight=config.topo_weight))),
+        ("ppr_global+mix", ppr(GlobalPPRConfig(num_seeds=config.num_seeds,
+                                               damping=config.damping, lam=config.lam,
+                                               topo_weight=config.topo_weight))),
+        ("iso_rag", iso(config)),
+        ("iso_rag-noprune", iso(dataclasses.replace(config, prune_threshold=float("inf")))),
+        ("iso_rag-notopo", iso(dataclasses.replace(config, topological=False))),
+        ("iso_rag-degvol", iso(dataclasses.replace(config, volume="degree"))),
+        ("iso_rag-random", iso(config, cls=RandomPrune)),
     ]
     if trained is not None:
-        out.append(("iso_rag-trained", IsoRag(p.embeddings, p.graph, trained, config)))
+        out.append(("iso_rag-trained", iso(config, trained)))
     return out
 
 
@@ -141,7 +145,7 @@ def dataset_rows(name: str, data_dir: Path, config: IsoRagConfig, head: Poincare
     rows = []
     for label, method in methods(p, config, fixed_radius(p.embeddings), trained):
         start = time.perf_counter()
-        out = method.retrieve(p.queries, top_k=10)
+        out = method.search(p.queries, top_k=10)
         seconds = time.perf_counter() - start
         values = evaluate(output_to_run(out, p.query_ids, p.doc_ids), p.dataset.qrels, METRICS)
         edges = out.edges.double().mean().item()

@@ -1,5 +1,6 @@
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -97,3 +98,35 @@ def test_eval_runs_corpus_methods_beside_rerankers(tmp_path, embedding_cache_dir
     assert list(rows) == ["none", "diffusion+maniscope", "iso", "ppr_global"]
     assert all(0.3 < rows[m]["ndcg@10"] <= 1 for m in rows)  # real retrievers on easy data
     assert rows["iso"]["ndcg@10"] != rows["ppr_global"]["ndcg@10"]
+
+
+def test_eval_method_config_and_options_change_the_result(tmp_path, embedding_cache_dir,
+                                                          monkeypatch, capsys):
+    """--method-config NAME=PATH and --method-option NAME.KEY=VALUE reach the method."""
+    import json
+
+    from georag.data.bundled import DEMO_DIR
+
+    monkeypatch.setenv("GEORAG_CACHE", str(embedding_cache_dir))
+    root = Path(__file__).resolve().parents[1] / "configs" / "rerank"
+    changed = tmp_path / "ricci.yaml"
+    changed.write_text((root / "ricci_filtration.yaml").read_text().replace(
+        "quantile: 0.5", "quantile: 0.9"))
+    assert "quantile: 0.9" in changed.read_text()
+    base = ["eval", "--dataset", str(DEMO_DIR), "--top-m", "20", "--methods", "ricci,hyte"]
+
+    def kept(out, *extra):
+        assert main([*base, "--out", str(tmp_path / out), *extra]) == 0
+        rows = json.loads((tmp_path / out / "results.json").read_text())
+        return {r["method"]: r for r in rows}
+
+    same = kept("same", "--method-config", f"ricci={root / 'ricci_filtration.yaml'}")
+    other = kept("other", "--method-config", f"ricci={changed}",
+                 "--method-option", "hyte.top_m=5")
+    assert same["ricci"]["kept_mean"] != other["ricci"]["kept_mean"]
+    assert same["hyte"]["kept_mean"] > 5 and other["hyte"]["kept_mean"] <= 5
+    capsys.readouterr()
+    assert main([*base, "--method-option", "hyte.nope=1", "--out", str(tmp_path / "x")]) == 2
+    assert "hyte: unknown option 'nope'" in capsys.readouterr().err
+    assert main([*base, "--method-config", f"ricci={tmp_path / 'absent.yaml'}"]) == 2
+    assert "no such config file" in capsys.readouterr().err

@@ -9,14 +9,21 @@ from pathlib import Path
 import torch
 from tqdm.auto import tqdm
 
-from georag.data.beir import BeirDataset
+from georag.config import config_from_mapping, read_yaml
+from georag.data.beir import BeirDataset, default_cache_dir
 from georag.data.datasets import load_dataset
-from georag.eval.corpus_methods import CORPUS_METHODS, run_corpus_method
 from georag.eval.metrics import evaluate
 from georag.eval.timing import median_single_ms, timed
 from georag.eval.trec import write_run
-from georag.rerank.base import CandidateBatch, Reranker, RerankResult
-from georag.rerank.registry import make_reranker
+from georag.rerank.base import (
+    CandidateBatch,
+    Corpus,
+    QueryBatch,
+    Reranker,
+    RerankResult,
+    scores_to_run,
+)
+from georag.rerank.registry import config_class, is_retriever, make_reranker
 from georag.retrieval.candidates import FirstStage, FirstStageConfig
 from georag.retrieval.encoder import TextEncoder
 
@@ -30,7 +37,9 @@ METRICS = ("ndcg@10", "recall@2", "recall@5", "recall@10", "recall@100", "mrr@10
 class EvalConfig:
     """One evaluation: a data set, a first stage, and the methods to compare.
 
-    ``method_options`` maps a stage name to overrides of its config dataclass.
+    ``method_configs`` maps a method name to a YAML file of its config dataclass (e.g.
+    ``configs/rerank/ricci_filtration.yaml``); ``method_options`` maps a method name to
+    overrides of its config fields, applied over the YAML file.
     """
 
     dataset: str
@@ -47,6 +56,7 @@ class EvalConfig:
     max_queries: int | None = None
     batch_size: int = 256
     latency_samples: int = 50
+    method_configs: dict[str, str] = field(default_factory=dict)
     method_options: dict[str, dict] = field(default_factory=dict)
 
     @classmethod
@@ -56,6 +66,24 @@ class EvalConfig:
         if unknown:
             raise ValueError(f"config: unknown key(s) {unknown} (known: {sorted(known)})")
         return cls(**values)
+
+    def resolved_options(self) -> dict[str, dict]:
+        """``{method: {field: value}}``: each method's YAML file, then its options over it.
+
+        Every value is checked against the method's config dataclass here, before any work.
+        """
+        options: dict[str, dict] = {}
+        for name in sorted(set(self.method_configs) | set(self.method_options)):
+            config_cls = config_class(name)
+            if config_cls is None:
+                raise ValueError(f"method_options: {name!r} takes no options")
+            values = {}
+            if name in self.method_configs:
+                values = read_yaml(self.method_configs[name], argument=f"method_configs[{name}]")
+            values.update(self.method_options.get(name, {}))
+            config_from_mapping(config_cls, values, where=f"{name} options")
+            options[name] = values
+        return options
 
 
 def _apply(reranker: Reranker, batch: CandidateBatch, batch_size: int) -> RerankResult:
@@ -79,8 +107,11 @@ def evaluate_methods(
     latency_samples: int = 50,
     method_options: dict[str, dict] | None = None,
     first_stage_ms: float | None = None,
+    corpus: Corpus | None = None,
+    queries: QueryBatch | None = None,
 ) -> list[dict]:
-    """Run each method over ``batch`` and score it.
+    """Run each method and score it: pool rerankers over ``batch``, corpus-level retrievers
+    over ``corpus`` (fitted once each) for ``queries``.
 
     Returns
     -------
@@ -90,14 +121,33 @@ def evaluate_methods(
     """
     rows = []
     for spec in tqdm(methods, desc=f"{dataset}: methods"):
-        reranker = make_reranker(spec, method_options)
-        result, seconds = timed(lambda stage=reranker: _apply(stage, batch, batch_size))
-        ms = median_single_ms(
-            lambda i, stage=reranker: stage(batch.slice(i, i + 1)),
-            batch.batch_size,
-            samples=latency_samples,
-        )
-        run = result.to_run(batch)
+        method = make_reranker(spec, method_options)
+        if is_retriever(method):
+            if corpus is None or queries is None:
+                raise ValueError(f"methods: {spec!r} ranks a corpus; pass corpus and queries")
+            method.fit(corpus)
+            top_k = batch.num_candidates
+
+            def run_all(m=method, k=top_k):
+                return _apply_retriever(m, queries, k, batch_size)
+
+            def run_one(i, m=method, k=top_k):
+                return m.retrieve(queries.slice(i, i + 1), top_k=k)
+
+            result, seconds = timed(run_all)
+            run = scores_to_run(result.scores, result.keep, queries.ids, method.row_ids)
+            stage_ms = None
+        else:
+            def run_all(m=method):
+                return _apply(m, batch, batch_size)
+
+            def run_one(i, m=method):
+                return m(batch.slice(i, i + 1))
+
+            result, seconds = timed(run_all)
+            run = result.to_run(batch)
+            stage_ms = first_stage_ms
+        ms = median_single_ms(run_one, batch.batch_size, samples=latency_samples)
         if out is not None:
             write_run(run, out / f"{dataset}.{spec}.trec", tag=spec)
         rows.append(
@@ -107,7 +157,7 @@ def evaluate_methods(
                 **evaluate(run, qrels, METRICS),
                 "ms_per_query": ms,
                 "queries_per_s": batch.batch_size / max(seconds, 1e-12),
-                "first_stage_ms_per_query": first_stage_ms,
+                "first_stage_ms_per_query": stage_ms,
                 "kept_mean": result.keep.sum(1).float().mean().item(),
                 "num_queries": batch.batch_size,
             }
@@ -115,10 +165,34 @@ def evaluate_methods(
     return rows
 
 
+def _apply_retriever(retriever, queries: QueryBatch, top_k: int, batch_size: int) -> RerankResult:
+    parts = [
+        retriever.retrieve(queries.slice(start, start + batch_size), top_k=top_k)
+        for start in range(0, len(queries.ids), batch_size)
+    ]
+    return RerankResult(
+        scores=torch.cat([p.scores for p in parts]), keep=torch.cat([p.keep for p in parts])
+    )
+
+
 def _first_stage_ms(stage: FirstStage, dataset: BeirDataset, samples: int) -> float:
     ids = list(dataset.queries)
     return median_single_ms(
         lambda i: stage.retrieve([ids[i]], [dataset.queries[ids[i]]]), len(ids), samples=samples
+    )
+
+
+def _corpus(dataset: BeirDataset, stage: FirstStage) -> Corpus:
+    """The corpus rows of ``stage`` for the corpus-level retrievers (whole passages)."""
+    if stage.config.chunk_window is not None:
+        raise ValueError("methods: corpus-level retrievers need whole passages, not chunks")
+    docs = [dataset.corpus[d] for d in stage.units.doc_ids]
+    return Corpus(
+        doc_ids=list(stage.units.doc_ids),
+        titles=[d.title for d in docs],
+        texts=[d.text for d in docs],
+        embeddings=stage.embeddings,
+        cache_dir=str(default_cache_dir()),
     )
 
 
@@ -160,41 +234,23 @@ def run_eval(config: EvalConfig, *, encoder: TextEncoder | None = None) -> list[
     first_ms = _first_stage_ms(stage, dataset, min(config.latency_samples, 20))
     out = Path(config.out)
     out.mkdir(parents=True, exist_ok=True)
-    corpus = [m for m in config.methods if m in CORPUS_METHODS]
-    rerankers = [m for m in config.methods if m not in CORPUS_METHODS]
+    options = config.resolved_options()
+    corpus = None
+    if any(is_retriever(m) for m in config.methods):
+        corpus = _corpus(dataset, stage)
     rows = evaluate_methods(
         batch,
         dataset.qrels,
-        rerankers,
+        config.methods,
         dataset=dataset.name,
         out=out,
         batch_size=config.batch_size,
         latency_samples=config.latency_samples,
-        method_options=config.method_options,
+        method_options=options,
         first_stage_ms=first_ms,
+        corpus=corpus,
+        queries=QueryBatch(ids, [dataset.queries[q] for q in ids], query_embeddings),
     )
-    for name in corpus:
-        run, qps, ms = run_corpus_method(
-            name,
-            dataset,
-            stage,
-            query_embeddings,
-            top_k=config.top_m,
-            latency_samples=config.latency_samples,
-        )
-        write_run(run, out / f"{dataset.name}.{name}.trec", tag=name)
-        rows.append(
-            {
-                "dataset": dataset.name,
-                "method": name,
-                **evaluate(run, dataset.qrels, METRICS),
-                "ms_per_query": ms,
-                "queries_per_s": qps,
-                "first_stage_ms_per_query": None,
-                "kept_mean": float(config.top_m),
-                "num_queries": len(ids),
-            }
-        )
     for row in rows:
         row.update(
             first_stage=config.first_stage,

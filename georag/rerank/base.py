@@ -14,7 +14,16 @@ from typing import Protocol, runtime_checkable
 
 import torch
 
-__all__ = ["CandidateBatch", "RerankResult", "Reranker", "IdentityReranker"]
+__all__ = [
+    "CandidateBatch",
+    "Corpus",
+    "IdentityReranker",
+    "QueryBatch",
+    "RerankResult",
+    "Reranker",
+    "Retriever",
+    "scores_to_run",
+]
 
 
 def _check_finite(name: str, tensor: torch.Tensor, where: torch.Tensor | None = None) -> None:
@@ -174,21 +183,57 @@ class RerankResult:
         top_k : int, optional
             Keep at most this many candidates per query.
         """
-        k = self.scores.shape[1] if top_k is None else min(top_k, self.scores.shape[1])
-        order = torch.argsort(self.scores, dim=1, descending=True, stable=True)[:, :k].cpu()
-        scores = self.scores.detach().cpu()
-        keep = self.keep.cpu()
-        run: dict[str, dict[str, float]] = {}
-        for row, qid in enumerate(batch.query_ids):
-            ranked = {}
-            for rank, col in enumerate(order[row].tolist()):
-                doc_id = batch.doc_ids[row][col]
-                # Chunks of one document share its id: the best chunk speaks for it (MaxP).
-                if keep[row, col] and doc_id not in ranked:
-                    # pytrec_eval sorts by score; rank-derived tie breaks keep our order.
-                    ranked[doc_id] = float(scores[row, col]) - rank * 1e-9
-            run[qid] = ranked
-        return run
+        return scores_to_run(self.scores, self.keep, batch.query_ids, batch.doc_ids, top_k=top_k)
+
+
+def scores_to_run(
+    scores: torch.Tensor,
+    keep: torch.Tensor,
+    query_ids: list[str],
+    doc_ids: list[list[str]] | list[str],
+    *,
+    top_k: int | None = None,
+) -> dict[str, dict[str, float]]:
+    """The one rule that turns scores into a run ``{query_id: {doc_id: score}}``.
+
+    Rows are ranked by score, ties broken by position (a stable sort); the kept candidates
+    are written with ``score - rank * 1e-9``, so the order survives any tool that re-sorts
+    by score (pytrec_eval does). Several rows with one document id (its chunks) are
+    represented by the best of them (MaxP).
+
+    Parameters
+    ----------
+    scores : torch.Tensor, shape (B, R)
+    keep : torch.Tensor, shape (B, R), bool
+    query_ids : list of str, length B
+    doc_ids : list of list of str, shape (B, R), or list of str, length R
+        The id of each row: per query (a candidate pool) or shared (corpus rows).
+    top_k : int, optional
+        Keep at most this many rows per query.
+    """
+    if scores.shape != keep.shape or scores.dim() != 2:
+        raise ValueError(f"scores {tuple(scores.shape)} and keep {tuple(keep.shape)} must be "
+                         "equal (B, R) shapes")
+    if len(query_ids) != scores.shape[0]:
+        raise ValueError(f"query_ids has {len(query_ids)} ids for {scores.shape[0]} rows")
+    shared = not doc_ids or isinstance(doc_ids[0], str)
+    if shared and len(doc_ids) != scores.shape[1]:
+        raise ValueError(f"doc_ids has {len(doc_ids)} ids for {scores.shape[1]} columns")
+    k = scores.shape[1] if top_k is None else min(top_k, scores.shape[1])
+    ranked_scores = scores.detach().masked_fill(~keep, -math.inf)
+    top, order = ranked_scores.cpu().sort(dim=1, descending=True, stable=True)
+    top, order = top[:, :k].tolist(), order[:, :k].tolist()
+    keep = keep.cpu()
+    run: dict[str, dict[str, float]] = {}
+    for row, qid in enumerate(query_ids):
+        ids = doc_ids if shared else doc_ids[row]
+        ranked: dict[str, float] = {}
+        for rank, (col, score) in enumerate(zip(order[row], top[row])):
+            doc_id = ids[col]
+            if keep[row, col] and doc_id not in ranked:
+                ranked[doc_id] = score - rank * 1e-9
+        run[qid] = ranked
+    return run
 
 
 @runtime_checkable
@@ -210,3 +255,84 @@ class IdentityReranker:
 
     def __call__(self, batch: CandidateBatch) -> RerankResult:
         return RerankResult.from_scores(batch.scores.clone(), batch.mask.clone())
+
+
+@dataclass(frozen=True)
+class QueryBatch:
+    """Queries for a corpus-level retriever.
+
+    Parameters
+    ----------
+    ids : list of str, length B
+    texts : list of str, length B
+    embeddings : torch.Tensor, shape (B, D)
+        Unit-norm query embeddings of the corpus' encoder.
+    """
+
+    ids: list[str]
+    texts: list[str]
+    embeddings: torch.Tensor
+
+    def __post_init__(self) -> None:
+        if self.embeddings.dim() != 2 or self.embeddings.shape[0] != len(self.ids):
+            raise ValueError(f"embeddings must have shape ({len(self.ids)}, D), got "
+                             f"{tuple(self.embeddings.shape)}")
+        if len(self.texts) != len(self.ids):
+            raise ValueError(f"texts must have {len(self.ids)} entries, got {len(self.texts)}")
+        _check_finite("embeddings", self.embeddings)
+
+    def slice(self, start: int, stop: int) -> QueryBatch:
+        """Return queries ``start:stop``."""
+        return QueryBatch(self.ids[start:stop], self.texts[start:stop],
+                          self.embeddings[start:stop])
+
+
+@dataclass(frozen=True)
+class Corpus:
+    """What a corpus-level retriever indexes: every passage, in row order.
+
+    Parameters
+    ----------
+    doc_ids, titles, texts : list of str, length N
+    embeddings : torch.Tensor, shape (N, D)
+        Unit-norm passage embeddings (cosine = inner product).
+    cache_dir : str, optional
+        Where a retriever may cache what it derives from the corpus (passage graphs, indexes).
+    """
+
+    doc_ids: list[str]
+    titles: list[str]
+    texts: list[str]
+    embeddings: torch.Tensor
+    cache_dir: str | None = None
+
+    def __post_init__(self) -> None:
+        n = len(self.doc_ids)
+        if n == 0:
+            raise ValueError("doc_ids: the corpus is empty")
+        if len(self.titles) != n or len(self.texts) != n:
+            raise ValueError(f"doc_ids ({n}), titles ({len(self.titles)}) and texts "
+                             f"({len(self.texts)}) must have one entry per passage")
+        if self.embeddings.dim() != 2 or self.embeddings.shape[0] != n:
+            raise ValueError(f"embeddings must have shape ({n}, D), got "
+                             f"{tuple(self.embeddings.shape)}")
+        _check_finite("embeddings", self.embeddings)
+
+
+@runtime_checkable
+class Retriever(Protocol):
+    """A corpus-level method: indexes a :class:`Corpus`, then ranks its rows per query.
+
+    Built as ``cls(config)`` like every reranker; :meth:`fit` indexes a corpus and returns
+    the retriever; :meth:`retrieve` returns a :class:`RerankResult` over the rows named by
+    :attr:`row_ids` (the corpus' passages, or the retriever's own chunks of them).
+    """
+
+    name: str
+
+    def fit(self, corpus: Corpus) -> Retriever: ...
+
+    @property
+    def row_ids(self) -> list[str]: ...
+
+    def retrieve(self, queries: QueryBatch, *, top_k: int) -> RerankResult: ...

@@ -13,16 +13,18 @@ r"""HyTE-H hybrid scoring: BM25 top-M candidates re-scored with Lorentz similari
 
 from __future__ import annotations
 
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-import yaml
 
 from georag.geometry.hyperbolic import lorentz_gram
-from georag.rerank.base import CandidateBatch, RerankResult
+from georag.rerank.base import CandidateBatch, Corpus, QueryBatch, RerankResult
+from georag.rerank.diffusion import top_m_mask
+from georag.retrieval.cache import content_hash
 
-__all__ = ["HyTEConfig", "HyTEReranker", "hybrid_scores", "load_config"]
+__all__ = ["HyTEConfig", "HyTEReranker", "HyTERetriever", "hybrid_scores"]
 
 @dataclass(frozen=True)
 class HyTEConfig:
@@ -60,17 +62,6 @@ class HyTEConfig:
             raise ValueError(f"top_m must be >= 1, got {self.top_m}")
         if not self.k > 0 or not self.power >= 0:
             raise ValueError(f"need k > 0 and power >= 0, got k={self.k}, power={self.power}")
-
-
-def load_config(path: str | Path, **overrides: object) -> HyTEConfig:
-    """Read a :class:`HyTEConfig` from YAML (e.g. ``configs/rerank/hyte_h.yaml`` of the
-    repository), with keyword overrides."""
-    path = Path(path)
-    if not path.is_file():
-        raise ValueError(f"path: no such config file {path}")
-    data = yaml.safe_load(path.read_text()) or {}
-    data.update(overrides)
-    return HyTEConfig(**data)
 
 
 def hybrid_scores(
@@ -123,11 +114,13 @@ def hybrid_scores(
 
 
 class HyTEReranker:
-    """Re-scores first-stage candidates with the HyTE-H hybrid score.
+    """Re-scores the top ``config.top_m`` candidates of a pool with the HyTE-H hybrid score.
 
     Encodes ``batch.query_texts`` and ``batch.cand_texts`` with the HyTE-H encoder (the
     batch's own embeddings come from another model and are not used); ``batch.scores`` is
-    the lexical part, normalized by its per-query maximum.
+    the lexical part, normalized by its per-query maximum, so the pool should come from
+    BM25 (``--first-stage bm25``). Candidates past the first ``top_m`` are dropped. The
+    paper's whole pipeline, with its own BM25 first stage, is :class:`HyTERetriever`.
 
     Parameters
     ----------
@@ -137,7 +130,7 @@ class HyTEReranker:
         ``config.weights``.
     """
 
-    name = "hyte"
+    name = "hyte_rescore"
 
     def __init__(self, config: HyTEConfig | None = None, *, encoder=None) -> None:
         from georag.models.hyte import HyTEEncoder
@@ -152,13 +145,72 @@ class HyTEReranker:
             raise ValueError("batch: HyTEReranker needs query_texts and cand_texts")
         b, m = batch.mask.shape
         device = batch.scores.device
+        mask = top_m_mask(batch, self.config.top_m)
         query = self.encoder.encode(batch.query_texts).to(device)
         flat = [text for row in batch.cand_texts for text in row]
-        real = batch.mask.flatten().cpu().tolist()
+        real = mask.flatten().cpu().tolist()
         points = torch.zeros(b * m, query.shape[1], dtype=query.dtype, device=device)
         index = torch.tensor([i for i, keep in enumerate(real) if keep], dtype=torch.long)
         if len(index):
             points[index.to(device)] = self.encoder.encode([flat[i] for i in index]).to(device)
-        scores = hybrid_scores(batch.scores, query, points.view(b, m, -1), batch.mask,
+        scores = hybrid_scores(batch.scores, query, points.view(b, m, -1), mask,
                                alpha=self.config.alpha, offset=self.config.offset)
-        return RerankResult.from_scores(scores, batch.mask.clone())
+        return RerankResult.from_scores(scores, mask)
+
+
+class HyTERetriever:
+    """HyTE-H as the paper runs it: BM25 top-``top_m`` over the corpus, then the hybrid score.
+
+    :meth:`fit` chunks the corpus (W=300, O=60 words), encodes every chunk into a Lorentz
+    point once and builds the BM25 state: a :class:`~georag.retrieval.lorentz_index.LorentzIndex`
+    kept under ``corpus.cache_dir/lorentz`` (keyed by the texts and the projection) or in a
+    temporary folder. :meth:`retrieve` scores the index's chunks (MaxP per document in a run).
+
+    Parameters
+    ----------
+    config : HyTEConfig, optional
+    """
+
+    name = "hyte"
+
+    def __init__(self, config: HyTEConfig | None = None) -> None:
+        self.config = config or HyTEConfig()
+        self.index = None
+
+    def fit(self, corpus: Corpus) -> HyTERetriever:
+        """Build (or load from the cache) the Lorentz index of ``corpus``."""
+        from georag.retrieval.lorentz_index import LorentzIndex, build_lorentz_index
+
+        cfg = self.config
+        docs = {doc_id: f"{title} {text}".strip() if title else text
+                for doc_id, title, text in zip(corpus.doc_ids, corpus.titles, corpus.texts)}
+        key = content_hash([*docs, *docs.values(), cfg.model, str(cfg.weights), str(cfg.k),
+                            str(cfg.power), str(cfg.offset)])[:32]
+        if corpus.cache_dir is None:
+            self._tmp = tempfile.TemporaryDirectory(prefix="georag-hyte-")
+            folder = Path(self._tmp.name)
+        else:
+            folder = Path(corpus.cache_dir) / "lorentz" / key
+        try:
+            self.index = LorentzIndex.load(folder)
+        except (OSError, ValueError):
+            folder.mkdir(parents=True, exist_ok=True)
+            self.index = build_lorentz_index(docs, folder, config=cfg)
+        self._row_ids = self.index.doc_ids
+        return self
+
+    @property
+    def row_ids(self) -> list[str]:
+        """The document id of each chunk row."""
+        if self.index is None:
+            raise ValueError("hyte: call fit(corpus) before retrieving")
+        return self._row_ids
+
+    def retrieve(self, queries: QueryBatch, *, top_k: int) -> RerankResult:
+        """Hybrid scores over the chunk rows; the best ``min(top_k, top_m)`` are kept."""
+        rows = len(self.row_ids)
+        scores, chunks = self.index.search(queries.texts, k=min(top_k, self.config.top_m),
+                                           alpha=self.config.alpha, top_m=self.config.top_m)
+        full = torch.full((len(queries.ids), rows), -torch.inf, dtype=scores.dtype)
+        full.scatter_(1, chunks, scores)
+        return RerankResult(scores=full, keep=full > -torch.inf)

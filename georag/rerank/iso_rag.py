@@ -1,4 +1,4 @@
-"""ISO-RAG (seed 003): Cheeger-pruned local personalized PageRank over a passage graph.
+"""ISO-RAG: Cheeger-pruned local personalized PageRank over a passage graph.
 
 For a batch of B queries, all at once:
 
@@ -25,14 +25,18 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 
 from georag.geometry.cheeger import local_cheeger_ratio, prune_edges, pruning_scores
 from georag.geometry.diffusion import personalized_pagerank
-from georag.retrieval.passage_graph import PassageGraph
+from georag.models.poincare import PoincareHead, fixed_projection
+from georag.rerank.base import Corpus, QueryBatch, RerankResult, scores_to_run
+from georag.retrieval.passage_graph import PassageGraph, build_passage_graph
 
-__all__ = ["IsoRagConfig", "IsoRag", "IsoRagOutput", "IsoRagTrace", "GlobalPPR", "DenseRetriever",
+__all__ = ["IsoRagConfig", "IsoRag", "IsoRagOutput", "IsoRagTrace", "GlobalPPR",
+           "GlobalPPRConfig", "DenseRetriever", "corpus_graph", "fixed_radius",
            "local_candidate_graph", "output_to_run"]
 
 VOLUMES = ("radius", "degree")
@@ -65,6 +69,9 @@ class IsoRagConfig:
         Weight of the (max-normalized) PPR score against the cosine similarity.
     tol, max_iter
         Power-iteration convergence (networkx semantics).
+    head : str, optional
+        A trained :class:`~georag.models.poincare.PoincareHead` (its ``save`` file) giving
+        the radii; ``None`` uses the fixed projection (:func:`fixed_radius`).
     """
 
     num_seeds: int = 3
@@ -78,6 +85,7 @@ class IsoRagConfig:
     lam: float = 0.9
     tol: float = 1e-6
     max_iter: int = 200
+    head: str | None = None
 
     def __post_init__(self) -> None:
         if self.num_seeds < 1:
@@ -263,31 +271,110 @@ def local_candidate_graph(csr: torch.Tensor, similarity: torch.Tensor, seeds: to
     return nodes, mask, weights
 
 
-class IsoRag:
+def corpus_graph(corpus: Corpus) -> PassageGraph:
+    """The passage graph of ``corpus`` (cached under ``corpus.cache_dir/graphs``)."""
+    cache = None if corpus.cache_dir is None else Path(corpus.cache_dir) / "graphs"
+    return build_passage_graph(corpus.embeddings, corpus.titles, corpus.texts, cache_dir=cache)
+
+
+def fixed_radius(embeddings: torch.Tensor) -> torch.Tensor:
+    """Hyperbolic radius (c = 1) of the fixed Poincare projection of each embedding, (N,)."""
+    import geoopt
+
+    return geoopt.PoincareBall(c=1.0).dist0(fixed_projection(embeddings)).clamp_min(1e-6)
+
+
+def _as_result(output: IsoRagOutput, num_rows: int) -> RerankResult:
+    """Scatter the top-k of ``output`` into scores over all ``num_rows`` corpus rows."""
+    b = output.indices.shape[0]
+    scores = torch.full((b, num_rows), -torch.inf, dtype=output.scores.dtype,
+                        device=output.scores.device)
+    valid = output.indices >= 0
+    scores.scatter_(1, output.indices.clamp_min(0),
+                    output.scores.masked_fill(~valid, -torch.inf))
+    return RerankResult(scores=scores, keep=scores > -torch.inf)
+
+
+class _CorpusRetriever:
+    """What the corpus-level retrievers share: the corpus rows and the Retriever contract."""
+
+    name: str
+    embeddings: torch.Tensor
+    doc_ids: list[str]
+
+    def fit(self, corpus: Corpus):
+        """Index ``corpus`` (its passage graph is built or loaded from the cache)."""
+        self.fit_graph(corpus.embeddings, corpus_graph(corpus), doc_ids=corpus.doc_ids)
+        return self
+
+    @property
+    def row_ids(self) -> list[str]:
+        """The document id of each corpus row."""
+        self._check_fitted()
+        return self.doc_ids
+
+    def _check_fitted(self) -> None:
+        if not hasattr(self, "doc_ids"):
+            raise ValueError(f"{self.name}: call fit(corpus) before retrieving")
+
+    def retrieve(self, queries: QueryBatch, *, top_k: int) -> RerankResult:
+        """Scores over the corpus rows; the ``top_k`` best of each query are kept."""
+        return _as_result(self.search(queries.embeddings, top_k=top_k), len(self.row_ids))
+
+
+class IsoRag(_CorpusRetriever):
     """ISO-RAG retrieval over a corpus passage graph, batched over queries.
+
+    ``IsoRag(config).fit(corpus)`` builds the corpus passage graph and the fixed Poincare
+    radius of each passage; :meth:`fit_graph` takes a graph and radii of your own (e.g. a
+    trained :class:`~georag.models.poincare.PoincareHead`).
 
     Parameters
     ----------
-    embeddings : torch.Tensor, shape (N, D)
-        Unit-norm passage embeddings (cosine = inner product).
-    graph : PassageGraph
-        The corpus passage graph.
-    radius : torch.Tensor, shape (N,)
-        Hyperbolic radius of each passage in the Poincare ball (the volume proxy).
     config : IsoRagConfig, optional
     """
 
-    name = "iso_rag"
+    name = "iso"
 
-    def __init__(self, embeddings: torch.Tensor, graph: PassageGraph, radius: torch.Tensor,
-                 config: IsoRagConfig | None = None) -> None:
+    def __init__(self, config: IsoRagConfig | None = None) -> None:
+        self.config = config or IsoRagConfig()
+
+    def fit(self, corpus: Corpus) -> IsoRag:
+        """Index ``corpus``: its passage graph (cached) and the radius of each passage."""
+        radius = None
+        if self.config.head is not None:
+            with torch.no_grad():
+                head = PoincareHead.load(self.config.head)
+                radius = head.radius(corpus.embeddings.float()).clamp_min(1e-6)
+                radius = radius.to(corpus.embeddings.dtype)
+        return self.fit_graph(corpus.embeddings, corpus_graph(corpus), radius,
+                              doc_ids=corpus.doc_ids)
+
+    def fit_graph(self, embeddings: torch.Tensor, graph: PassageGraph,
+                  radius: torch.Tensor | None = None, *,
+                  doc_ids: list[str] | None = None) -> IsoRag:
+        """Index a corpus given as embeddings and its passage graph.
+
+        Parameters
+        ----------
+        embeddings : torch.Tensor, shape (N, D)
+            Unit-norm passage embeddings (cosine = inner product).
+        graph : PassageGraph
+            The corpus passage graph.
+        radius : torch.Tensor, shape (N,), optional
+            Hyperbolic radius of each passage in the Poincare ball (the volume proxy);
+            default: :func:`fixed_radius` of the embeddings.
+        doc_ids : list of str, length N, optional
+            Row ids for :meth:`retrieve` (default ``"0"``, ``"1"``, ...).
+        """
         _check_corpus(embeddings, graph)
+        radius = fixed_radius(embeddings) if radius is None else radius
         if radius.shape != (graph.num_nodes,) or not torch.isfinite(radius).all() or \
                 (radius <= 0).any():
             raise ValueError(f"radius must be finite, positive, of shape ({graph.num_nodes},); "
                              f"got shape {tuple(radius.shape)}")
-        self.config = config or IsoRagConfig()
         self.embeddings = embeddings
+        self.doc_ids = _row_ids(doc_ids, graph.num_nodes)
         weight = graph.edge_weight(topo_weight=self.config.topo_weight,
                                    topological=self.config.topological)
         self.csr = graph.to_csr(weight.to(embeddings.dtype))
@@ -296,6 +383,7 @@ class IsoRag:
             self.volume = radius.to(embeddings.dtype)
         else:
             self.volume = graph.degree(weight).to(embeddings.dtype).clamp_min(1.0)
+        return self
 
     def trace(self, query: torch.Tensor) -> IsoRagTrace:
         """Every intermediate of the retrieval (local graphs, ratios, pruning, PPR, scores).
@@ -305,6 +393,7 @@ class IsoRag:
         query : torch.Tensor, shape (B, D)
             Unit-norm query embeddings.
         """
+        self._check_fitted()
         _check_query(query, self.embeddings)
         cfg = self.config
         similarity = query.to(self.embeddings.dtype) @ self.embeddings.T
@@ -329,8 +418,8 @@ class IsoRag:
         return IsoRagTrace(nodes, mask, weights, ratio, scores, pruned, removed,
                            personalization, ppr, local_sim, final)
 
-    def retrieve(self, query: torch.Tensor, *, top_k: int = 10) -> IsoRagOutput:
-        """Rank passages for each query.
+    def search(self, query: torch.Tensor, *, top_k: int = 10) -> IsoRagOutput:
+        """Rank passages for each query, with the local graphs' sizes.
 
         Parameters
         ----------
@@ -364,50 +453,78 @@ class IsoRag:
         return prune_edges(weights, scores, threshold=self.config.prune_threshold)
 
 
-class GlobalPPR:
-    """HippoRAG-style baseline: PPR from the same seeds over the whole, unpruned graph.
+@dataclass(frozen=True)
+class GlobalPPRConfig:
+    """Whole-graph PPR (the HippoRAG-style baseline of ISO-RAG's harness).
 
-    Parameters
+    Attributes
     ----------
-    embeddings : torch.Tensor, shape (N, D)
-    graph : PassageGraph
     num_seeds : int
         s, as in ISO-RAG.
     damping : float
         HippoRAG's 0.5.
     lam : float
-        0 ranks by PPR alone (HippoRAG); otherwise ``lam * PPR / max + (1 - lam) * cosine``.
+        1 ranks by PPR alone (HippoRAG); otherwise ``lam * PPR / max + (1 - lam) * cosine``.
     topo_weight : float
         Weight of topological edges, as in ISO-RAG.
     tol, max_iter
         Power iteration (sparse CSR path of the diffusion module).
     """
 
-    name = "global_ppr"
+    num_seeds: int = 3
+    damping: float = 0.5
+    lam: float = 1.0
+    topo_weight: float = 0.5
+    tol: float = 1e-6
+    max_iter: int = 200
 
-    def __init__(self, embeddings: torch.Tensor, graph: PassageGraph, *, num_seeds: int = 3,
-                 damping: float = 0.5, lam: float = 1.0, topo_weight: float = 0.5,
-                 tol: float = 1e-6, max_iter: int = 200) -> None:
+    def __post_init__(self) -> None:
+        if self.num_seeds < 1:
+            raise ValueError(f"num_seeds must be at least 1, got {self.num_seeds}")
+        if not 0.0 <= self.lam <= 1.0 or not 0.0 <= self.damping < 1.0:
+            raise ValueError(f"need lam in [0, 1] and damping in [0, 1), got "
+                             f"{self.lam}, {self.damping}")
+        if self.topo_weight < 0:
+            raise ValueError(f"topo_weight must be >= 0, got {self.topo_weight}")
+
+
+class GlobalPPR(_CorpusRetriever):
+    """HippoRAG-style baseline: PPR from the same seeds over the whole, unpruned graph.
+
+    Parameters
+    ----------
+    config : GlobalPPRConfig, optional
+    """
+
+    name = "ppr_global"
+
+    def __init__(self, config: GlobalPPRConfig | None = None) -> None:
+        self.config = config or GlobalPPRConfig()
+
+    def fit_graph(self, embeddings: torch.Tensor, graph: PassageGraph, *,
+                  doc_ids: list[str] | None = None) -> GlobalPPR:
+        """Index a corpus given as embeddings (N, D) and its passage graph."""
         _check_corpus(embeddings, graph)
-        if not 0.0 <= lam <= 1.0:
-            raise ValueError(f"lam must lie in [0, 1], got {lam}")
-        self.embeddings, self.num_seeds = embeddings, num_seeds
-        self.damping, self.lam = damping, lam
-        self.tol, self.max_iter = tol, max_iter
-        self.csr = graph.to_csr(graph.edge_weight(topo_weight=topo_weight).to(embeddings.dtype))
+        self.embeddings = embeddings
+        self.doc_ids = _row_ids(doc_ids, graph.num_nodes)
+        weight = graph.edge_weight(topo_weight=self.config.topo_weight)
+        self.csr = graph.to_csr(weight.to(embeddings.dtype))
         self.num_edges = int(self.csr.values().numel()) // 2
+        return self
 
-    def retrieve(self, query: torch.Tensor, *, top_k: int = 10) -> IsoRagOutput:
-        """Rank passages for each query; see :meth:`IsoRag.retrieve`."""
+    def search(self, query: torch.Tensor, *, top_k: int = 10) -> IsoRagOutput:
+        """Rank passages for each query; see :meth:`IsoRag.search`."""
+        self._check_fitted()
         _check_query(query, self.embeddings)
+        cfg = self.config
         similarity = query.to(self.embeddings.dtype) @ self.embeddings.T
-        seeds = _seeds(similarity, self.num_seeds)
+        seeds = _seeds(similarity, cfg.num_seeds)
         p = torch.zeros_like(similarity).scatter_(
             1, seeds, similarity.gather(1, seeds).clamp_min(1e-6))
-        ppr = personalized_pagerank(self.csr, p.T.contiguous(), damping=self.damping,
-                                    tol=self.tol, max_iter=self.max_iter).T
-        if self.lam < 1.0:
-            ppr = self.lam * ppr / ppr.amax(dim=1, keepdim=True) + (1 - self.lam) * similarity
+        ppr = personalized_pagerank(self.csr, p.T.contiguous(), damping=cfg.damping,
+                                    tol=cfg.tol, max_iter=cfg.max_iter).T
+        if cfg.lam < 1.0:
+            ppr = cfg.lam * ppr / ppr.amax(dim=1, keepdim=True) + (1 - cfg.lam) * similarity
         rows = torch.arange(similarity.shape[1]).expand_as(similarity)
         best, indices = _topk(ppr, rows, top_k)
         b = query.shape[0]
@@ -416,18 +533,27 @@ class GlobalPPR:
                             torch.full((b,), similarity.shape[1]))
 
 
-class DenseRetriever:
-    """Dense baseline: the top-k passages by cosine."""
+class DenseRetriever(_CorpusRetriever):
+    """Dense baseline: the top-k passages by cosine (no graph)."""
 
     name = "dense"
 
-    def __init__(self, embeddings: torch.Tensor) -> None:
+    def fit(self, corpus: Corpus) -> DenseRetriever:
+        """Index ``corpus`` by its embeddings."""
+        return self.fit_embeddings(corpus.embeddings, doc_ids=corpus.doc_ids)
+
+    def fit_embeddings(self, embeddings: torch.Tensor, *,
+                       doc_ids: list[str] | None = None) -> DenseRetriever:
+        """Index unit-norm embeddings (N, D)."""
         if embeddings.dim() != 2 or not torch.isfinite(embeddings).all():
             raise ValueError(f"embeddings must be finite (N, D), got {tuple(embeddings.shape)}")
         self.embeddings = embeddings
+        self.doc_ids = _row_ids(doc_ids, embeddings.shape[0])
+        return self
 
-    def retrieve(self, query: torch.Tensor, *, top_k: int = 10) -> IsoRagOutput:
+    def search(self, query: torch.Tensor, *, top_k: int = 10) -> IsoRagOutput:
         """Rank passages for each query by cosine."""
+        self._check_fitted()
         _check_query(query, self.embeddings)
         similarity = query.to(self.embeddings.dtype) @ self.embeddings.T
         rows = torch.arange(similarity.shape[1]).expand_as(similarity)
@@ -437,14 +563,17 @@ class DenseRetriever:
         return IsoRagOutput(best, indices, zero, zero, torch.full((b,), similarity.shape[1]))
 
 
+def _row_ids(doc_ids: list[str] | None, n: int) -> list[str]:
+    if doc_ids is None:
+        return [str(i) for i in range(n)]
+    if len(doc_ids) != n:
+        raise ValueError(f"doc_ids has {len(doc_ids)} ids for {n} passages")
+    return list(doc_ids)
+
+
 def output_to_run(output: IsoRagOutput, query_ids: list[str],
                   doc_ids: list[str]) -> dict[str, dict[str, float]]:
-    """``{query id: {doc id: score}}`` for :func:`georag.eval.metrics.evaluate`.
-
-    Scores are replaced by ``K - rank`` so ties cannot reorder the ranking in pytrec_eval.
-    """
-    if len(query_ids) != output.indices.shape[0]:
-        raise ValueError(f"query_ids has {len(query_ids)} ids for {output.indices.shape[0]} rows")
-    k = output.indices.shape[1]
-    return {qid: {doc_ids[j]: float(k - r) for r, j in enumerate(row) if j >= 0}
-            for qid, row in zip(query_ids, output.indices.tolist(), strict=True)}
+    """``{query id: {doc id: score}}`` for :func:`georag.eval.metrics.evaluate`, by the one
+    rule of :func:`~georag.rerank.base.scores_to_run`."""
+    result = _as_result(output, len(doc_ids))
+    return scores_to_run(result.scores, result.keep, query_ids, doc_ids)

@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict
-from pathlib import Path
-
 import pytest
 import torch
 
 from georag.geometry.hyperbolic import add_time, lorentz_inner
 from georag.models.hyte import HyTEEncoder
 from georag.rerank.base import CandidateBatch, Reranker
-from georag.rerank.hyte import HyTEConfig, HyTEReranker, hybrid_scores, load_config
+from georag.rerank.hyte import HyTEConfig, HyTEReranker, hybrid_scores
 
 
 def _inputs(dtype, b=3, m=6, d=5, seed=0):
@@ -63,12 +60,7 @@ def test_queries_without_lexical_match_and_bad_shapes():
         hybrid_scores(bm25[:, :5], query, cands, mask, alpha=0.5)
 
 
-def test_config_defaults_are_the_yaml(tmp_path):
-    yaml_path = Path(__file__).parents[2] / "configs/rerank/hyte_h.yaml"
-    assert load_config(yaml_path) == HyTEConfig()
-    assert asdict(HyTEConfig()) | {"alpha": 0.3} == asdict(load_config(yaml_path, alpha=0.3))
-    with pytest.raises(ValueError, match="path: no such config file"):
-        load_config(tmp_path / "absent.yaml")
+def test_config_defaults_follow_the_paper():
     assert HyTEConfig().top_m == 50 and HyTEConfig().offset == 2.0 and HyTEConfig().k == 1.0
     with pytest.raises(ValueError, match="alpha must be in"):
         HyTEConfig(alpha=-0.1)
@@ -82,7 +74,7 @@ def reranker() -> HyTEReranker:
 
 
 def test_reranker_on_a_candidate_batch(reranker):
-    assert isinstance(reranker, Reranker) and reranker.name == "hyte"
+    assert isinstance(reranker, Reranker) and reranker.name == "hyte_rescore"
     queries = ["dogs and cats", "tree embeddings"]
     cands = [["cats are pets", "dogs bark", "stock markets", ""],
              ["hyperbolic trees", "taxonomies", "dogs", "pets"]]
@@ -107,3 +99,38 @@ def test_reranker_on_a_candidate_batch(reranker):
                               query_ids=batch.query_ids, doc_ids=batch.doc_ids)
     with pytest.raises(ValueError, match="needs query_texts and cand_texts"):
         reranker(no_texts)
+    # top_m: only the best top_m candidates by first-stage score are rescored and kept
+    top2 = HyTEReranker(HyTEConfig(alpha=0.4, top_m=2), encoder=enc)(batch)
+    expect = torch.tensor([[True, True, False, False], [True, True, False, False]])
+    assert torch.equal(top2.keep, expect)
+    # the hybrid's lexical part is normalized over the kept ones: same order as the full run
+    kept = top2.keep
+    assert torch.allclose(top2.scores[kept], result.scores[kept])
+
+
+def test_retriever_is_bm25_top_m_then_lorentz(tmp_path):
+    """``hyte`` as the paper runs it: BM25 top-M over the corpus, then the hybrid score; the
+    same ranking as the persistent Lorentz index searched directly."""
+    from georag.rerank.base import Corpus, QueryBatch
+    from georag.rerank.registry import is_retriever, make_reranker
+    from georag.retrieval.lorentz_index import LorentzIndex
+
+    docs = {f"d{i}": text for i, text in enumerate([
+        "cats are small pets", "dogs bark at night", "stock markets fell", "hyperbolic trees",
+        "taxonomies are trees", "pets need food", "night skies and stars", "markets and trade"])}
+    corpus = Corpus(list(docs), [""] * len(docs), list(docs.values()), torch.zeros(len(docs), 4),
+                    cache_dir=str(tmp_path))
+    method = make_reranker("hyte", top_m=3)
+    assert is_retriever(method) and method.name == "hyte"
+    method.fit(corpus)
+    queries = QueryBatch(["q0", "q1"], ["pets at night", "trees"], torch.zeros(2, 4))
+    result = method.retrieve(queries, top_k=10)
+    assert (result.keep.sum(1) <= 3).all() and result.scores.shape == (2, len(method.row_ids))
+    index = LorentzIndex.load(next((tmp_path / "lorentz").iterdir()))
+    scores, rows = index.search(queries.texts, k=3, top_m=3)
+    got = result.scores.topk(3)
+    finite = torch.isfinite(scores)
+    assert torch.equal(got.indices[finite], rows[finite])
+    torch.testing.assert_close(got.values[finite], scores[finite])
+    again = make_reranker("hyte", top_m=3).fit(corpus)  # loads the cached index
+    assert torch.equal(again.retrieve(queries, top_k=10).scores, result.scores)

@@ -2,19 +2,23 @@
 
 from __future__ import annotations
 
-import dataclasses
 import math
-from pathlib import Path
 
 import networkx as nx
 import numpy as np
 import pytest
 import torch
-import yaml
 from torch_geometric.utils import k_hop_subgraph
 
 from georag.geometry.cheeger import pruning_scores
-from georag.rerank.iso_rag import DenseRetriever, GlobalPPR, IsoRag, IsoRagConfig, output_to_run
+from georag.rerank.iso_rag import (
+    DenseRetriever,
+    GlobalPPR,
+    GlobalPPRConfig,
+    IsoRag,
+    IsoRagConfig,
+    output_to_run,
+)
 from georag.retrieval.passage_graph import build_passage_graph
 
 N, D = 40, 8
@@ -43,7 +47,7 @@ def _nx_graph(w: np.ndarray) -> nx.Graph:
 
 def test_local_graph_is_the_one_hop_subgraph_of_the_seeds(corpus):
     emb, graph, radius, queries = corpus
-    model = IsoRag(emb, graph, radius, IsoRagConfig(max_nodes=N))
+    model = IsoRag(IsoRagConfig(max_nodes=N)).fit_graph(emb, graph, radius)
     t = model.trace(queries)
     sim = queries @ emb.T
     dense = graph.to_csr(graph.edge_weight(topo_weight=0.5)).to_dense()
@@ -59,8 +63,8 @@ def test_local_graph_is_the_one_hop_subgraph_of_the_seeds(corpus):
 
 def test_max_nodes_keeps_seeds_then_the_most_similar_neighbours(corpus):
     emb, graph, radius, queries = corpus
-    t = IsoRag(emb, graph, radius, IsoRagConfig(max_nodes=7)).trace(queries)
-    full = IsoRag(emb, graph, radius, IsoRagConfig(max_nodes=N)).trace(queries)
+    t = IsoRag(IsoRagConfig(max_nodes=7)).fit_graph(emb, graph, radius).trace(queries)
+    full = IsoRag(IsoRagConfig(max_nodes=N)).fit_graph(emb, graph, radius).trace(queries)
     for b in range(queries.shape[0]):
         members = full.nodes[b][full.mask[b]]
         expect = members[3:][full.similarity[b][full.mask[b]][3:].argsort(descending=True)][:4]
@@ -71,7 +75,7 @@ def test_max_nodes_keeps_seeds_then_the_most_similar_neighbours(corpus):
 def test_pruning_removes_exactly_the_rule_edges_and_ppr_matches_networkx(corpus, dtype):
     emb, graph, radius, queries = corpus
     cfg = IsoRagConfig(prune_threshold=0.3, max_nodes=20, tol=1e-10, max_iter=500)
-    t = IsoRag(emb.to(dtype), graph, radius.to(dtype), cfg).trace(queries.to(dtype))
+    t = IsoRag(cfg).fit_graph(emb.to(dtype), graph, radius.to(dtype)).trace(queries.to(dtype))
     assert t.removed.any() and (~t.removed & (t.weights > 0)).any()
     rule = (t.weights > 0) & (pruning_scores(t.weights, t.ratio, mask=t.mask) > 0.3)
     assert torch.equal(t.removed, rule)
@@ -89,12 +93,12 @@ def test_pruning_removes_exactly_the_rule_edges_and_ppr_matches_networkx(corpus,
 
 def test_final_score_and_ranking(corpus):
     emb, graph, radius, queries = corpus
-    model = IsoRag(emb, graph, radius)
+    model = IsoRag().fit_graph(emb, graph, radius)
     t = model.trace(queries)
     ppr = t.ppr / t.ppr.amax(1, keepdim=True)
     expect = (0.9 * ppr + 0.1 * t.similarity).masked_fill(~t.mask, -math.inf)
     torch.testing.assert_close(t.final, expect)
-    out = model.retrieve(queries, top_k=5)
+    out = model.search(queries, top_k=5)
     for b in range(queries.shape[0]):
         order = t.final[b].argsort(descending=True)[:5]
         assert out.indices[b].tolist() == t.nodes[b, order].tolist()
@@ -103,46 +107,48 @@ def test_final_score_and_ranking(corpus):
 
 def test_batched_equals_one_at_a_time_and_is_deterministic(corpus):
     emb, graph, radius, queries = corpus
-    model = IsoRag(emb, graph, radius)
-    batch = model.retrieve(queries, top_k=5)
-    again = model.retrieve(queries, top_k=5)
+    model = IsoRag().fit_graph(emb, graph, radius)
+    batch = model.search(queries, top_k=5)
+    again = model.search(queries, top_k=5)
     assert torch.equal(batch.indices, again.indices) and torch.equal(batch.scores, again.scores)
     for b in range(queries.shape[0]):
-        one = model.retrieve(queries[b:b + 1], top_k=5)
+        one = model.search(queries[b:b + 1], top_k=5)
         assert one.indices[0].tolist() == batch.indices[b].tolist()
         torch.testing.assert_close(one.scores[0], batch.scores[b])
 
 
 def test_ablations_change_what_they_name(corpus):
     emb, graph, radius, queries = corpus
-    noprune = IsoRag(emb, graph, radius, IsoRagConfig(prune_threshold=math.inf)).trace(queries)
+    noprune = IsoRag(IsoRagConfig(prune_threshold=math.inf)).fit_graph(emb, graph, radius)
+    noprune = noprune.trace(queries)
     assert not noprune.removed.any() and torch.equal(noprune.pruned, noprune.weights)
-    notopo = IsoRag(emb, graph, radius, IsoRagConfig(topological=False, max_nodes=N))
+    notopo = IsoRag(IsoRagConfig(topological=False, max_nodes=N)).fit_graph(emb, graph, radius)
     dense = notopo.csr.to_dense()
     semantic_only = graph.to_csr(graph.edge_weight(topological=False)).to_dense()
     torch.testing.assert_close(dense, semantic_only)
-    degvol = IsoRag(emb, graph, radius, IsoRagConfig(volume="degree"))
+    degvol = IsoRag(IsoRagConfig(volume="degree")).fit_graph(emb, graph, radius)
     assert torch.equal(degvol.volume, graph.degree(graph.edge_weight(topo_weight=0.5)).float())
 
 
 def test_empty_graph_after_pruning_falls_back_to_the_seeds(corpus):
     """Documented: with every edge pruned all nodes dangle and PPR equals the seed weights."""
     emb, graph, radius, queries = corpus
-    model = IsoRag(emb, graph, radius, IsoRagConfig(prune_threshold=0.0))
+    model = IsoRag(IsoRagConfig(prune_threshold=0.0)).fit_graph(emb, graph, radius)
     model.prune = lambda w, s: (torch.zeros_like(w), w > 0)
     t = model.trace(queries)
     assert (t.pruned == 0).all()
     expect = t.personalization / t.personalization.sum(1, keepdim=True)
     torch.testing.assert_close(t.ppr, expect)
-    out = model.retrieve(queries, top_k=3)
+    out = model.search(queries, top_k=3)
     assert (out.removed == out.edges).all()
     assert torch.isfinite(out.scores).all()
 
 
 def test_global_ppr_matches_networkx(corpus):
     emb, graph, radius, queries = corpus
-    model = GlobalPPR(emb.double(), graph, num_seeds=3, tol=1e-12, max_iter=1000)
-    out = model.retrieve(queries.double(), top_k=N)
+    model = GlobalPPR(GlobalPPRConfig(num_seeds=3, tol=1e-12, max_iter=1000)).fit_graph(
+        emb.double(), graph)
+    out = model.search(queries.double(), top_k=N)
     dense = graph.to_csr(graph.edge_weight(topo_weight=0.5)).to_dense().double().numpy()
     g = _nx_graph(dense)
     sim = queries.double() @ emb.double().T
@@ -157,34 +163,56 @@ def test_global_ppr_matches_networkx(corpus):
 
 def test_dense_baseline_and_run(corpus):
     emb, _, _, queries = corpus
-    out = DenseRetriever(emb).retrieve(queries, top_k=4)
+    out = DenseRetriever().fit_embeddings(emb).search(queries, top_k=4)
     assert out.indices.tolist() == (queries @ emb.T).topk(4).indices.tolist()
     run = output_to_run(out, [f"q{i}" for i in range(6)], [f"d{j}" for j in range(N)])
-    assert list(run["q0"].values()) == [4.0, 3.0, 2.0, 1.0]
+    assert list(run["q0"]) == [f"d{j}" for j in out.indices[0].tolist()]
+    values = list(run["q0"].values())
+    assert values == sorted(values, reverse=True) and len(set(values)) == 4
+
+
+@pytest.mark.parametrize("name", ["iso", "ppr_global", "dense"])
+def test_the_retriever_contract(corpus, name, tmp_path):
+    """Built from the registry as cls(config), fitted on a Corpus, ranking every corpus row:
+    the same passages and order as the tensor-level search."""
+    from georag.rerank.base import Corpus, QueryBatch
+    from georag.rerank.registry import is_retriever, make_reranker
+
+    emb, graph, radius, queries = corpus
+    method = DenseRetriever() if name == "dense" else make_reranker(name)
+    assert is_retriever(method) and method.name == name
+    with pytest.raises(ValueError, match="call fit"):
+        method.retrieve(QueryBatch(["q"], ["t"], queries[:1]), top_k=3)
+    ids = [f"d{j}" for j in range(N)]
+    if name == "dense":
+        method.fit(Corpus(ids, [""] * N, [""] * N, emb))
+    else:  # the graph of the fixture, not one built from texts
+        method.fit_graph(emb, graph, doc_ids=ids)
+    qb = QueryBatch([f"q{i}" for i in range(len(queries))], [""] * len(queries), queries)
+    result = method.retrieve(qb, top_k=5)
+    assert result.scores.shape == (len(queries), N) and (result.keep.sum(1) == 5).all()
+    out = method.search(queries, top_k=5)
+    got = torch.where(result.keep, result.scores, -torch.inf).topk(5).indices
+    assert torch.equal(got, out.indices)
 
 
 def test_bad_input(corpus):
     emb, graph, radius, queries = corpus
     with pytest.raises(ValueError, match=r"num_seeds \(41\) is larger than the corpus \(40"):
-        IsoRag(emb, graph, radius, IsoRagConfig(num_seeds=41, max_nodes=50)).retrieve(queries)
+        model = IsoRag(IsoRagConfig(num_seeds=41, max_nodes=50)).fit_graph(emb, graph, radius)
+        model.search(queries)
     with pytest.raises(ValueError, match="num_seeds"):
-        GlobalPPR(emb, graph, num_seeds=41).retrieve(queries)
+        GlobalPPR(GlobalPPRConfig(num_seeds=41)).fit_graph(emb, graph).search(queries)
     with pytest.raises(ValueError, match="max_nodes"):
         IsoRagConfig(num_seeds=5, max_nodes=4)
     with pytest.raises(ValueError, match="volume"):
         IsoRagConfig(volume="area")
     with pytest.raises(ValueError, match="radius"):
-        IsoRag(emb, graph, torch.zeros(N))
+        IsoRag().fit_graph(emb, graph, torch.zeros(N))
     with pytest.raises(ValueError, match=r"query must have shape \(B, 8\)"):
-        IsoRag(emb, graph, radius).retrieve(queries[:, :4])
+        IsoRag().fit_graph(emb, graph, radius).search(queries[:, :4])
     with pytest.raises(ValueError, match="NaN"):
-        IsoRag(emb, graph, radius).retrieve(torch.full((1, D), float("nan")))
+        IsoRag().fit_graph(emb, graph, radius).search(torch.full((1, D), float("nan")))
     with pytest.raises(ValueError, match="embeddings must have shape"):
-        IsoRag(emb[:5], graph, radius)
+        IsoRag().fit_graph(emb[:5], graph, radius)
 
-
-def test_yaml_matches_the_config_defaults():
-    path = Path(__file__).parents[2] / "configs/rerank/iso_rag.yaml"
-    values = yaml.safe_load(path.read_text())
-    defaults = {f.name: f.default for f in dataclasses.fields(IsoRagConfig)}
-    assert values == defaults

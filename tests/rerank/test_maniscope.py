@@ -2,14 +2,10 @@
 
 from __future__ import annotations
 
-import dataclasses
-from pathlib import Path
-
 import networkx as nx
 import numpy as np
 import pytest
 import torch
-import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -178,7 +174,3 @@ def test_deterministic_and_pure():
     assert torch.equal(first.scores, second.scores) and torch.equal(first.keep, second.keep)
     assert torch.equal(before, batch.cands)
 
-
-def test_yaml_matches_config():
-    path = Path(__file__).resolve().parents[2] / "configs" / "rerank" / "maniscope.yaml"
-    assert yaml.safe_load(path.read_text()) == dataclasses.asdict(ManiscopeConfig())

@@ -1,0 +1,128 @@
+"""Config dataclasses from YAML files and ``key=value`` strings, one way for every method.
+
+Every method's defaults live once, in its frozen config dataclass; ``configs/rerank/*.yaml``
+mirror them and are read here. Values are checked against the dataclass' fields: an unknown
+key, a value of the wrong type or a YAML file that does not parse is a ``ValueError`` naming
+the file and the key. YAML is read with ``yaml.safe_load`` (no ``!!python`` tags).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import types
+import typing
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, TypeVar
+
+import yaml
+
+__all__ = ["config_from_mapping", "load_config", "parse_value", "read_yaml"]
+
+T = TypeVar("T")
+
+
+def read_yaml(path: str | Path, *, argument: str = "path") -> dict:
+    """The mapping in a YAML file (empty file: ``{}``); errors name ``argument`` and the file."""
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"{argument}: no such config file {path}")
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (yaml.YAMLError, UnicodeDecodeError) as err:
+        first = str(err).splitlines()[0] if str(err) else type(err).__name__
+        raise ValueError(f"{argument}: {path} is not valid YAML ({first})") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ValueError(f"{argument}: {path} must hold a mapping of keys to values, "
+                         f"got {type(data).__name__}")
+    return data
+
+
+def _field_types(cls: type) -> dict[str, Any]:
+    hints = typing.get_type_hints(cls)
+    return {f.name: hints[f.name] for f in dataclasses.fields(cls)}
+
+
+def _allowed(annotation: Any) -> tuple[type, ...]:
+    """The plain types a field annotation admits (``float | None`` -> (float, NoneType))."""
+    origin = typing.get_origin(annotation)
+    if origin in (typing.Union, types.UnionType):
+        return tuple(t for arg in typing.get_args(annotation) for t in _allowed(arg))
+    if annotation is None or annotation is type(None):
+        return (type(None),)
+    if origin is not None:
+        return (origin,)
+    return (annotation,) if isinstance(annotation, type) else (object,)
+
+
+def _check_type(cls: type, key: str, value: Any, annotation: Any, where: str) -> Any:
+    allowed = _allowed(annotation)
+    if object in allowed or isinstance(value, allowed) and not (
+        isinstance(value, bool) and bool not in allowed
+    ):
+        return value
+    if float in allowed and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    names = " | ".join(t.__name__ for t in allowed)
+    raise ValueError(f"{where}: {key} must be {names}, got {value!r}")
+
+
+def config_from_mapping(cls: type[T], values: Mapping[str, Any], *, where: str = "config") -> T:
+    """Build ``cls(**values)`` after checking keys and types against its fields.
+
+    Parameters
+    ----------
+    cls : dataclass type
+    values : mapping
+        Field names to values; unknown names are an error.
+    where : str
+        Named in error messages (a file, a CLI flag).
+    """
+    types_ = _field_types(cls)
+    unknown = sorted(set(values) - set(types_))
+    if unknown:
+        raise ValueError(f"{where}: unknown key(s) {unknown} for {cls.__name__} "
+                         f"(known: {sorted(types_)})")
+    checked = {k: _check_type(cls, k, v, types_[k], where) for k, v in values.items()}
+    try:
+        return cls(**checked)
+    except (TypeError, ValueError) as err:
+        raise ValueError(f"{where}: {err}") from None
+
+
+def load_config(cls: type[T], path: str | Path, **overrides: Any) -> T:
+    """Read a ``cls`` config from a YAML file, with keyword overrides.
+
+    Examples
+    --------
+    >>> from georag.rerank.maniscope import ManiscopeConfig
+    >>> load_config(ManiscopeConfig, "configs/rerank/maniscope.yaml").k  # doctest: +SKIP
+    5
+    """
+    values = read_yaml(path)
+    values.update(overrides)
+    return config_from_mapping(cls, values, where=str(path))
+
+
+def parse_value(cls: type, key: str, text: str) -> Any:
+    """Parse the string ``text`` for field ``key`` of ``cls`` (from ``key=value`` options).
+
+    The text is read as YAML (``3`` is an int, ``0.5`` a float, ``null`` is None, ``.inf`` or
+    ``inf`` infinity) and must then fit the field's type; a string field keeps the text.
+    """
+    types_ = _field_types(cls)
+    if key not in types_:
+        raise ValueError(f"unknown option {key!r} for {cls.__name__} (known: {sorted(types_)})")
+    allowed = _allowed(types_[key])
+    if text.strip().lower() in ("inf", "+inf", "-inf") and float in allowed:
+        return math.copysign(math.inf, -1.0 if text.strip().startswith("-") else 1.0)
+    try:
+        value = yaml.safe_load(text)
+    except yaml.YAMLError:
+        value = text
+    if str in allowed and not isinstance(value, str) and value is not None:
+        value = text
+    return _check_type(cls, key, value, types_[key], f"option {key}")
