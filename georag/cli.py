@@ -10,6 +10,8 @@ import logging
 import sys
 from pathlib import Path
 
+from georag.resources import DEFAULT_MODEL
+
 __all__ = ["main"]
 
 
@@ -99,7 +101,7 @@ def _build_parser() -> argparse.ArgumentParser:
     index.add_argument("--data-dir", help="where data set names resolve")
     index.add_argument("--out", required=True, type=Path, help="index folder")
     index.add_argument("--kind", choices=["flat", "ivf"], default="flat", help="faiss index")
-    index.add_argument("--model", default="all-MiniLM-L6-v2", help="embedding model")
+    index.add_argument("--model", default=DEFAULT_MODEL, help="embedding model")
     index.add_argument(
         "--hyperbolic",
         action="store_true",

@@ -24,9 +24,9 @@ from pathlib import Path
 import torch
 from quality_iso import DATASETS, prepare
 
-from georag.data.beir import default_cache_dir
 from georag.geometry.diffusion import personalized_pagerank
 from georag.rerank.iso_rag import GlobalPPR, GlobalPPRConfig, IsoRag, IsoRagConfig, fixed_radius
+from georag.resources import default_cache_dir
 from georag.retrieval.encoder import TextEncoder
 
 

@@ -23,8 +23,9 @@ from georag.data.beir import load_beir  # noqa: E402
 from georag.eval.metrics import evaluate  # noqa: E402
 from georag.eval.report import environment  # noqa: E402
 from georag.rerank.base import IdentityReranker  # noqa: E402
+from georag.resources import resolve_model_path  # noqa: E402
 from georag.retrieval.candidates import FirstStage, FirstStageConfig  # noqa: E402
-from georag.retrieval.encoder import TextEncoder, resolve_model_path  # noqa: E402
+from georag.retrieval.encoder import TextEncoder  # noqa: E402
 
 METRICS = ("ndcg@10", "recall@100", "mrr@10")
 

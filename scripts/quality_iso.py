@@ -28,7 +28,7 @@ from pathlib import Path
 
 import torch
 
-from georag.data.beir import BeirDataset, default_cache_dir
+from georag.data.beir import BeirDataset
 from georag.data.multihop import load_multihop
 from georag.eval.metrics import evaluate
 from georag.models.poincare import PoincareHead
@@ -41,6 +41,7 @@ from georag.rerank.iso_rag import (
     fixed_radius,
     output_to_run,
 )
+from georag.resources import default_cache_dir
 from georag.retrieval.cache import EmbeddingCache
 from georag.retrieval.candidates import FirstStage, FirstStageConfig
 from georag.retrieval.encoder import TextEncoder

@@ -15,7 +15,7 @@ import argparse
 import time
 
 from georag.data.beir import load_beir
-from georag.rerank.batch_predict import rerank_run_file
+from georag.eval.batch_predict import rerank_run_file
 from georag.rerank.registry import make_reranker
 
 

@@ -13,7 +13,8 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 from georag.data.beir import load_beir
-from georag.models.hyte import DEFAULT_MODEL, TokenIds
+from georag.models.hyte import TokenIds
+from georag.resources import DEFAULT_MODEL
 from georag.retrieval.bm25 import BM25Index
 
 __all__ = ["HyTEDataModule", "PairDataset"]

@@ -23,9 +23,9 @@ import torch
 import torch.nn.functional as F
 
 from georag.eval.metrics import evaluate
-from georag.geometry.hyperbolic import lorentz_distance, lorentz_gram
-from georag.models.hyte import DEFAULT_MODEL, HyTEEncoder
-from georag.rerank.hyte import hybrid_scores
+from georag.geometry.hyperbolic import hybrid_scores, lorentz_distance, lorentz_gram
+from georag.models.hyte import HyTEEncoder
+from georag.resources import DEFAULT_MODEL
 
 __all__ = ["HyTEModule", "export_projection"]
 

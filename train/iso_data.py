@@ -17,10 +17,10 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader
 
-from georag.data.beir import default_cache_dir
 from georag.data.multihop import load_multihop
 from georag.geometry.cheeger import local_cheeger_ratio
 from georag.models.poincare import generality_target_radius
+from georag.resources import DEFAULT_MODEL, default_cache_dir
 from georag.retrieval.cache import EmbeddingCache
 from georag.retrieval.candidates import FirstStage, FirstStageConfig
 from georag.retrieval.encoder import TextEncoder
@@ -78,7 +78,7 @@ class IsoDataModule(L.LightningDataModule):
     """
 
     def __init__(self, path: str = "musique_small/musique_train100_hipporag.json",
-                 data_dir: str | None = None, model_path: str = "all-MiniLM-L6-v2",
+                 data_dir: str | None = None, model_path: str = DEFAULT_MODEL,
                  max_questions: int | None = None, val_fraction: float = 0.2,
                  generality: str = "degree", r_min: float = 0.5, r_max: float = 3.0,
                  batch_size: int = 32, radius_batch: int = 128,

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from georag.data.download import BEIR_URL, download_and_extract
+from georag.resources import data_roots, default_cache_dir
 
 __all__ = ["Document", "BeirDataset", "load_beir", "resolve_dataset", "DataFormatError"]
 
@@ -157,7 +158,7 @@ def resolve_dataset(
     if path.is_dir():
         return path
     name = str(name_or_path)
-    roots = [Path(p) for p in (data_dir, os.environ.get("GEORAG_DATA")) if p]
+    roots = data_roots(data_dir)
     for root in roots:
         if (root / name).is_dir():
             return root / name
@@ -170,11 +171,6 @@ def resolve_dataset(
         looked = ", ".join(str(r) for r in roots + [cache])
         raise ValueError(f"name_or_path: data set {name!r} not found (looked in {looked})")
     return download_and_extract(BEIR_URL.format(name=name), cache, name)
-
-
-def default_cache_dir() -> Path:
-    """``$GEORAG_CACHE`` or ``~/.cache/georag``."""
-    return Path(os.environ.get("GEORAG_CACHE") or Path.home() / ".cache" / "georag")
 
 
 def load_beir(

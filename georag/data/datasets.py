@@ -7,6 +7,7 @@ from pathlib import Path
 
 from georag.data.beir import BeirDataset, load_beir
 from georag.data.multihop import load_multihop
+from georag.resources import data_roots
 
 __all__ = ["load_dataset", "MULTIHOP_FILES"]
 
@@ -34,7 +35,7 @@ def load_dataset(
         return load_multihop(path)
     name = str(name_or_path)
     if name in MULTIHOP_FILES:
-        roots = [Path(p) for p in (data_dir, os.environ.get("GEORAG_DATA")) if p]
+        roots = data_roots(data_dir)
         for root in roots:
             if (root / MULTIHOP_FILES[name]).is_file():
                 return load_multihop(root / MULTIHOP_FILES[name], name=name)

@@ -10,7 +10,7 @@ import torch
 from tqdm.auto import tqdm
 
 from georag.config import config_from_mapping, read_yaml
-from georag.data.beir import BeirDataset, default_cache_dir
+from georag.data.beir import BeirDataset
 from georag.data.datasets import load_dataset
 from georag.eval.metrics import evaluate
 from georag.eval.timing import median_single_ms, timed
@@ -24,6 +24,7 @@ from georag.rerank.base import (
     scores_to_run,
 )
 from georag.rerank.registry import config_class, is_retriever, make_reranker
+from georag.resources import DEFAULT_MODEL, default_cache_dir
 from georag.retrieval.candidates import FirstStage, FirstStageConfig
 from georag.retrieval.encoder import TextEncoder
 
@@ -48,7 +49,7 @@ class EvalConfig:
     methods: list[str] = field(default_factory=lambda: ["none"])
     first_stage: str = "dense"
     top_m: int = 100
-    model: str = "all-MiniLM-L6-v2"
+    model: str = DEFAULT_MODEL
     index_kind: str = "flat"
     fusion: str = "rrf"
     out: str = "runs/eval"

@@ -23,6 +23,7 @@ from __future__ import annotations
 import torch
 
 __all__ = [
+    "hybrid_scores",
     "lorentz_inner",
     "lorentz_gram",
     "lorentz_distance",
@@ -350,3 +351,52 @@ def oem_pool(
     points = points.masked_fill(~mask.unsqueeze(-1), 0.0)  # padding may hold anything
     mean = (weights.unsqueeze(-1) * points).sum(dim=1)
     return rescale_to_hyperboloid(mean, k=k)
+
+
+def hybrid_scores(
+    bm25: torch.Tensor,
+    query: torch.Tensor,
+    cands: torch.Tensor,
+    mask: torch.Tensor,
+    *,
+    alpha: float,
+    offset: float = 2.0,
+) -> torch.Tensor:
+    r"""Hybrid score of every candidate (paper eq. 10-12).
+
+    Parameters
+    ----------
+    bm25 : torch.Tensor, shape (B, M)
+        First-stage (BM25) scores.
+    query : torch.Tensor, shape (B, d+1)
+        Query points on the hyperboloid.
+    cands : torch.Tensor, shape (B, M, d+1)
+        Candidate points.
+    mask : torch.Tensor, shape (B, M), bool
+        Real candidates. Padded ones score ``-inf``.
+    alpha : float
+        Weight of the normalized BM25 score.
+    offset : float
+        Shift inside the sigmoid.
+
+    Returns
+    -------
+    torch.Tensor, shape (B, M)
+        ``alpha * bm25 / max(bm25) + (1 - alpha) * sigmoid(<p_d, p_q>_L + offset)``; a query
+        whose best BM25 score is not positive gets 0 for the lexical part.
+    """
+    if query.dim() != 2 or cands.dim() != 3 or cands.shape[::2] != query.shape:
+        raise ValueError(
+            f"query (B, d+1) and cands (B, M, d+1) disagree: {tuple(query.shape)}, "
+            f"{tuple(cands.shape)}"
+        )
+    if bm25.shape != cands.shape[:2] or mask.shape != bm25.shape:
+        raise ValueError(
+            f"bm25 {tuple(bm25.shape)} and mask {tuple(mask.shape)} must have shape "
+            f"{tuple(cands.shape[:2])}"
+        )
+    best = bm25.masked_fill(~mask, -torch.inf).amax(dim=1, keepdim=True)
+    lexical = torch.where(best > 0, bm25 / best.clamp_min(torch.finfo(bm25.dtype).tiny), 0.0)
+    lorentz = torch.sigmoid(lorentz_gram(query.unsqueeze(1), cands).squeeze(1) + offset)
+    scores = alpha * lexical + (1.0 - alpha) * lorentz.to(lexical.dtype)
+    return scores.masked_fill(~mask, -torch.inf)

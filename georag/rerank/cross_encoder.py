@@ -7,7 +7,8 @@ from dataclasses import dataclass
 import torch
 
 from georag.rerank.base import CandidateBatch, RerankResult
-from georag.retrieval.encoder import default_device, resolve_model_path
+from georag.resources import resolve_model_path
+from georag.retrieval.encoder import default_device
 
 __all__ = ["CrossEncoderConfig", "CrossEncoderReranker"]
 

@@ -1,117 +1,35 @@
 r"""HyTE-H hybrid scoring: BM25 top-M candidates re-scored with Lorentz similarity.
 
+Paper: *Real-Time Hybrid Retrieval in Hyperbolic Space for Retrieval-Augmented Generation
+on Edge Devices* (the HyTE-H paper; no arXiv id in the source text).
+
 .. math::
 
     \mathrm{score}(d, q) = \alpha\,\frac{\mathrm{BM25}(d, q)}{\max_{d'} \mathrm{BM25}(d', q)}
         + (1 - \alpha)\,\sigma\!\left(\langle p_d, p_q\rangle_{\mathcal{L}} + 2\right)
 
 (paper eq. 10-12); ``alpha=1`` is pure BM25, ``alpha=0`` pure Lorentz similarity.
-:func:`hybrid_scores` is the batched kernel; :class:`HyTEReranker` applies it to any
-:class:`~georag.rerank.base.CandidateBatch` that carries texts, and
-:class:`~georag.retrieval.lorentz_index.LorentzIndex` applies it to its stored points.
+:func:`~georag.geometry.hyperbolic.hybrid_scores` is the batched kernel;
+:class:`HyTERetriever` (registry name ``hyte``) runs the paper's pipeline over a corpus
+(BM25 top-50, then the hybrid score, through a
+:class:`~georag.retrieval.lorentz_index.LorentzIndex`), and :class:`HyTEReranker`
+(``hyte_rescore``) re-scores the top-M of a given pool that carries texts.
 """
 
 from __future__ import annotations
 
 import tempfile
-from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
-from georag.geometry.hyperbolic import lorentz_gram
+from georag.geometry.hyperbolic import hybrid_scores
+from georag.models.hyte import HyTEConfig
 from georag.rerank.base import CandidateBatch, Corpus, QueryBatch, RerankResult
 from georag.rerank.diffusion import top_m_mask
 from georag.retrieval.cache import content_hash
 
 __all__ = ["HyTEConfig", "HyTEReranker", "HyTERetriever", "hybrid_scores"]
-
-@dataclass(frozen=True)
-class HyTEConfig:
-    """HyTE-H defaults (paper: M = 50, K = 1, P = 1, sigmoid offset 2).
-
-    Attributes
-    ----------
-    alpha : float
-        Weight of the normalized BM25 score, in [0, 1]. The paper leaves the value used
-        open; 0.5 weighs both signals equally.
-    top_m : int
-        BM25 candidates re-scored per query.
-    offset : float
-        The shift inside the sigmoid of eq. 12.
-    model : str
-        The checkpoint whose word embeddings and tokenizer the projection uses.
-    weights : str, optional
-        A trained projection (``HyTEEncoder.save``); ``None`` is the seeded, untrained one.
-    k, power : float
-        Curvature parameter K and OEM exponent P.
-    """
-
-    alpha: float = 0.5
-    top_m: int = 50
-    offset: float = 2.0
-    model: str = "all-MiniLM-L6-v2"
-    weights: str | None = None
-    k: float = 1.0
-    power: float = 1.0
-
-    def __post_init__(self) -> None:
-        if not 0.0 <= self.alpha <= 1.0:
-            raise ValueError(f"alpha must be in [0, 1], got {self.alpha}")
-        if self.top_m < 1:
-            raise ValueError(f"top_m must be >= 1, got {self.top_m}")
-        if not self.k > 0 or not self.power >= 0:
-            raise ValueError(f"need k > 0 and power >= 0, got k={self.k}, power={self.power}")
-
-
-def hybrid_scores(
-    bm25: torch.Tensor,
-    query: torch.Tensor,
-    cands: torch.Tensor,
-    mask: torch.Tensor,
-    *,
-    alpha: float,
-    offset: float = 2.0,
-) -> torch.Tensor:
-    r"""Hybrid score of every candidate (paper eq. 10-12).
-
-    Parameters
-    ----------
-    bm25 : torch.Tensor, shape (B, M)
-        First-stage (BM25) scores.
-    query : torch.Tensor, shape (B, d+1)
-        Query points on the hyperboloid.
-    cands : torch.Tensor, shape (B, M, d+1)
-        Candidate points.
-    mask : torch.Tensor, shape (B, M), bool
-        Real candidates. Padded ones score ``-inf``.
-    alpha : float
-        Weight of the normalized BM25 score.
-    offset : float
-        Shift inside the sigmoid.
-
-    Returns
-    -------
-    torch.Tensor, shape (B, M)
-        ``alpha * bm25 / max(bm25) + (1 - alpha) * sigmoid(<p_d, p_q>_L + offset)``; a query
-        whose best BM25 score is not positive gets 0 for the lexical part.
-    """
-    if query.dim() != 2 or cands.dim() != 3 or cands.shape[::2] != query.shape:
-        raise ValueError(
-            f"query (B, d+1) and cands (B, M, d+1) disagree: {tuple(query.shape)}, "
-            f"{tuple(cands.shape)}"
-        )
-    if bm25.shape != cands.shape[:2] or mask.shape != bm25.shape:
-        raise ValueError(
-            f"bm25 {tuple(bm25.shape)} and mask {tuple(mask.shape)} must have shape "
-            f"{tuple(cands.shape[:2])}"
-        )
-    best = bm25.masked_fill(~mask, -torch.inf).amax(dim=1, keepdim=True)
-    lexical = torch.where(best > 0, bm25 / best.clamp_min(torch.finfo(bm25.dtype).tiny), 0.0)
-    lorentz = torch.sigmoid(lorentz_gram(query.unsqueeze(1), cands).squeeze(1) + offset)
-    scores = alpha * lexical + (1.0 - alpha) * lorentz.to(lexical.dtype)
-    return scores.masked_fill(~mask, -torch.inf)
-
 
 class HyTEReranker:
     """Re-scores the top ``config.top_m`` candidates of a pool with the HyTE-H hybrid score.

@@ -42,8 +42,8 @@ import numpy as np
 import torch
 
 from georag.data.chunking import chunk_documents
-from georag.models.hyte import HyTEEncoder
-from georag.rerank.hyte import HyTEConfig, hybrid_scores
+from georag.geometry.hyperbolic import hybrid_scores
+from georag.models.hyte import HyTEConfig, HyTEEncoder
 from georag.retrieval.bm25 import BM25Index, tokenize
 
 __all__ = ["BM25State", "IndexFormatError", "LorentzIndex", "build_lorentz_index"]

@@ -9,7 +9,7 @@ import torch
 
 from georag.geometry.hyperbolic import lorentz_inner, oem_pool
 from georag.models.hyte import HyTEEncoder, HyTEProjection, load_word_embeddings
-from georag.retrieval.encoder import resolve_model_path
+from georag.resources import resolve_model_path
 
 TEXTS = [
     "Hyperbolic geometry embeds trees with low distortion.",

@@ -4,7 +4,7 @@ from transformers import BertConfig, BertForSequenceClassification, BertTokenize
 
 from georag.rerank.base import CandidateBatch
 from georag.rerank.cross_encoder import CrossEncoderConfig, CrossEncoderReranker
-from georag.retrieval.encoder import resolve_model_path
+from georag.resources import resolve_model_path
 
 
 @pytest.fixture(scope="module")

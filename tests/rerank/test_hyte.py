@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from georag.geometry.hyperbolic import add_time, lorentz_inner
+from georag.geometry.hyperbolic import add_time, hybrid_scores, lorentz_inner
 from georag.models.hyte import HyTEEncoder
 from georag.rerank.base import CandidateBatch, Reranker
-from georag.rerank.hyte import HyTEConfig, HyTEReranker, hybrid_scores
+from georag.rerank.hyte import HyTEConfig, HyTEReranker
 
 
 def _inputs(dtype, b=3, m=6, d=5, seed=0):

@@ -1,7 +1,8 @@
 import pytest
 import torch
 
-from georag.retrieval.encoder import TextEncoder, resolve_model_path
+from georag.resources import resolve_model_path
+from georag.retrieval.encoder import TextEncoder
 
 
 @pytest.fixture(scope="module")

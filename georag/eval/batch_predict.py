@@ -5,6 +5,9 @@ of ``batch_size`` queries (file order); shard ``k`` goes to rank ``k % world_siz
 shard's reranked run is written atomically to ``<out>.shards/shard-<k>.trec`` as soon as it
 is done, so memory stays flat and an interrupted job resumes by skipping finished shards.
 At the end, rank 0 concatenates the shards, in order, into ``out``.
+
+Lightning is the ``train`` extra: nothing in georag imports this module at import time, and
+importing it without Lightning installed raises an ImportError that says what to install.
 """
 
 from __future__ import annotations
@@ -13,14 +16,20 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
-import lightning.pytorch as pl
 import torch
-from lightning.pytorch.callbacks import BasePredictionWriter
 from torch.utils.data import DataLoader, IterableDataset
+
+try:
+    import lightning.pytorch as pl
+    from lightning.pytorch.callbacks import BasePredictionWriter
+except ImportError as err:  # pragma: no cover - depends on the installed extras
+    raise ImportError("georag.eval.batch_predict needs Lightning: pip install 'georag[train]'"
+                      ) from err
 
 from georag.data.beir import BeirDataset
 from georag.eval.trec import write_run
 from georag.rerank.base import CandidateBatch, Reranker
+from georag.resources import DEFAULT_MODEL
 from georag.retrieval.cache import atomic_write_bytes
 from georag.retrieval.candidates import corpus_embeddings
 from georag.retrieval.encoder import TextEncoder
@@ -184,7 +193,7 @@ def rerank_run_file(
     batch_size: int = 256,
     top_m: int = 100,
     top_k: int | None = None,
-    model: str = "all-MiniLM-L6-v2",
+    model: str = DEFAULT_MODEL,
     cache_dir: str | os.PathLike | None = None,
     accelerator: str = "auto",
     devices: int | str = 1,

@@ -6,9 +6,9 @@ import pytest
 
 from georag.data.beir import BeirDataset, load_beir
 from georag.data.bundled import DEMO_DIR
+from georag.eval.batch_predict import rerank_run_file, shard_path, stream_run
 from georag.eval.trec import read_run, write_run
 from georag.rerank.base import IdentityReranker, RerankResult
-from georag.rerank.batch_predict import rerank_run_file, shard_path, stream_run
 from georag.retrieval.candidates import FirstStage, FirstStageConfig
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -147,7 +147,7 @@ def test_two_process_ddp_equals_single_process(demo_run, tmp_path, embedding_cac
 def test_queries_are_encoded_on_the_rank_device():
     import torch
 
-    from georag.rerank.batch_predict import _RerankModule
+    from georag.eval.batch_predict import _RerankModule
     from georag.retrieval.encoder import TextEncoder
 
     encoder = TextEncoder(show_progress=False, device="cpu")
