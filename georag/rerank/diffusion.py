@@ -1,9 +1,10 @@
 """Graph-diffusion reranking: personalized PageRank over the candidate similarity graph.
 
-Seed 002 ("Diffusion-Aided RAG"): take the top-50 dense candidates, join every pair by an
-edge weighted with their cosine similarity (a complete graph), run personalized PageRank
-with the teleport vector proportional to the dense scores (damping 0.85, networkx
-semantics), and keep the top K=20 by PageRank score.
+Diffusion-aided RAG (a paper on graph-based diffusion reranking for dense-retrieval
+chatbots; its text gives no title line, authors or arXiv id): take the top-50 dense
+candidates, join every pair by an edge weighted with their cosine similarity (a complete
+graph), run personalized PageRank with the teleport vector proportional to the dense scores
+(damping 0.85, networkx semantics), and keep the top K=20 by PageRank score.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ __all__ = ["DiffusionConfig", "DiffusionReranker", "cosine_gram", "top_m_mask"]
 
 @dataclass(frozen=True)
 class DiffusionConfig:
-    """Defaults of seed 002 (also in configs/rerank/diffusion.yaml).
+    """Defaults of the Diffusion-aided RAG paper (also in configs/rerank/diffusion.yaml).
 
     Parameters
     ----------

@@ -1,5 +1,8 @@
 """ISO-RAG: Cheeger-pruned local personalized PageRank over a passage graph.
 
+Paper: ISO-RAG, isoperimetric (local Cheeger-ratio) control of graph-based RAG for multi-hop
+QA (read in a Japanese summary that names no title line, authors or arXiv id).
+
 For a batch of B queries, all at once:
 
 1. seeds: the top-``num_seeds`` passages by cosine similarity;
@@ -44,7 +47,8 @@ VOLUMES = ("radius", "degree")
 
 @dataclass(frozen=True)
 class IsoRagConfig:
-    """ISO-RAG settings. The seed fixes none of the numbers; see docs/methods/iso_rag.md.
+    """ISO-RAG settings. The paper's summary fixes none of the numbers; see
+    docs/methods/iso_rag.md.
 
     Attributes
     ----------

@@ -1,8 +1,10 @@
 """Maniscope: geodesic reranking on a k-NN graph of the candidates.
 
-Seed 001 ("Maniscope"): build a k-NN graph (k=5, cosine-distance edge lengths) over the
-top-M candidates, take shortest-path (geodesic) distances ``d`` from the top-1 candidate,
-and score ``alpha * cos(q, c) + (1 - alpha) / (1 + d)`` with ``alpha = 0.5``.
+*Maniscope: Reranker Optimization via Geodesic Distances on k-NN Manifolds* (read in a
+Portuguese summary that names no authors or arXiv id): build a k-NN graph (k=5, cosine-
+distance edge lengths) over the top-M candidates, take shortest-path (geodesic) distances
+``d`` from the top-1 candidate, and score ``alpha * cos(q, c) + (1 - alpha) / (1 + d)`` with
+``alpha = 0.5``.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ __all__ = ["ManiscopeConfig", "Maniscope"]
 
 @dataclass(frozen=True)
 class ManiscopeConfig:
-    """Defaults of seed 001 (also in configs/rerank/maniscope.yaml).
+    """Defaults of the Maniscope paper (also in configs/rerank/maniscope.yaml).
 
     Parameters
     ----------

@@ -1,4 +1,7 @@
-"""Ricci-Filtration (seed 000): drop candidates that the normalized Ricci flow pushes away.
+"""Ricci-Filtration: drop candidates that the normalized Ricci flow pushes away.
+
+Paper: *Ricci-Filtration: Boosting Retrieval-Augmented Generation Reranker to Query-Answer
+Tasks by Discrete Ricci Flow*, Tian Qin and Wei-Min Huang, arXiv:2606.15482.
 
 For each query the query and its top-20 candidates are the nodes of a graph; two nodes
 are joined when their cosine dissimilarity ``1 - cos`` is at most the 50th percentile
@@ -26,7 +29,8 @@ __all__ = ["RicciFiltrationConfig", "RicciFiltration", "RicciFiltrationOutput", 
 
 @dataclass(frozen=True)
 class RicciFiltrationConfig:
-    """Defaults of seed 000, sections 3.1-3.2 and 4.2.3 (also configs/rerank/ricci_filtration.yaml).
+    """Defaults of the Ricci-Filtration paper, sections 3.1-3.2 and 4.2.3
+    (also configs/rerank/ricci_filtration.yaml).
 
     Parameters
     ----------
