@@ -18,11 +18,11 @@ import sys
 import time
 from pathlib import Path
 
+from georag._io import atomic_write
 from georag.eval.plots import plot_quality_latency
 from georag.eval.report import COLUMNS, environment, markdown_table
 from georag.eval.runner import EvalConfig, run_eval
 from georag.rerank.registry import available_methods
-from georag.retrieval.cache import atomic_write_bytes
 
 BEIR_SETS = ("scifact", "cranfield", "cisi")
 # ricci+bi (all-mpnet-base-v2 over every kept abstract) takes over 40 minutes on a 2-core CPU;
@@ -131,11 +131,11 @@ def main() -> None:
     multihop = multihop_rows(args.data_dir)
     seconds = time.perf_counter() - start
     payload = json.dumps({"beir": rows, "multihop": multihop}, indent=2)
-    atomic_write_bytes(args.docs / "results.json", lambda tmp: tmp.write_text(payload))
+    atomic_write(args.docs / "results.json", payload)
     plot_quality_latency(rows, args.docs / "quality_latency.png")
     command = "python " + " ".join(sys.argv)
     text = render(rows, multihop, command, seconds, (load_start, os.getloadavg()[0]))
-    atomic_write_bytes(args.docs / "results.md", lambda tmp: tmp.write_text(text))
+    atomic_write(args.docs / "results.md", text)
     print(text)
 
 

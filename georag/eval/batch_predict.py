@@ -27,10 +27,9 @@ except ImportError as err:  # pragma: no cover - depends on the installed extras
                       ) from err
 
 from georag.data.beir import BeirDataset
-from georag.eval.trec import write_run
+from georag.eval.trec import read_run, write_run, write_run_text
 from georag.rerank.base import CandidateBatch, Reranker
 from georag.resources import DEFAULT_MODEL
-from georag.retrieval.cache import atomic_write_bytes
 from georag.retrieval.candidates import corpus_embeddings
 from georag.retrieval.encoder import TextEncoder
 
@@ -174,13 +173,9 @@ class _ShardWriter(BasePredictionWriter):
 
 def _merge(out: Path) -> int:
     shards = sorted(shard_path(out, 0).parent.glob("shard-*.trec"))
-
-    def write(tmp: Path) -> None:
-        with tmp.open("wb") as target:
-            for shard in shards:
-                target.write(shard.read_bytes())
-
-    atomic_write_bytes(out, write)
+    for shard in shards:
+        read_run(shard)  # checks each shard against its manifest
+    write_run_text("".join(shard.read_text(encoding="utf-8") for shard in shards), out)
     return len(shards)
 
 

@@ -5,14 +5,19 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
 import platform
 from pathlib import Path
 
 import torch
 
-from georag.retrieval.cache import atomic_write_bytes
+from georag._io import ArtifactError, read_file_set, write_file_set
 
-__all__ = ["write_reports", "markdown_table", "environment"]
+__all__ = ["write_reports", "read_results", "markdown_table", "environment"]
+
+MANIFEST = "results.manifest.json"
+FORMAT = "georag-results"
+VERSION = 1
 
 COLUMNS = (
     "dataset",
@@ -58,10 +63,12 @@ def environment() -> dict[str, str]:
 
 
 def write_reports(rows: list[dict], out: Path, *, config: dict | None = None) -> None:
-    """Write results.json, results.md and results.csv into ``out`` (atomically)."""
-    out.mkdir(parents=True, exist_ok=True)
+    """Write results.json, results.md and results.csv into ``out`` as one set.
+
+    The three files and ``results.manifest.json`` (their SHA-256) are replaced together
+    (:func:`georag._io.write_file_set`): a reader never sees files from two runs.
+    """
     payload = json.dumps(rows, indent=2)
-    atomic_write_bytes(out / "results.json", lambda tmp: tmp.write_text(payload))
     header = ""
     if config is not None:
         header = (
@@ -70,10 +77,39 @@ def write_reports(rows: list[dict], out: Path, *, config: dict | None = None) ->
             + "\n```\n\n"
         )
     table = markdown_table(rows)
-    atomic_write_bytes(out / "results.md", lambda tmp: tmp.write_text(header + table))
     buffer = io.StringIO()
     keys = list(dict.fromkeys(k for row in rows for k in row))
     writer = csv.DictWriter(buffer, fieldnames=keys)
     writer.writeheader()
     writer.writerows(rows)
-    atomic_write_bytes(out / "results.csv", lambda tmp: tmp.write_text(buffer.getvalue()))
+    files = {"results.json": payload, "results.md": header + table,
+             "results.csv": buffer.getvalue()}
+    write_file_set(out, files, manifest=MANIFEST, format=FORMAT, version=VERSION)
+
+
+def read_results(path: str | os.PathLike) -> list[dict]:
+    """Read a ``results.json`` (checked against its manifest when it has one) into rows.
+
+    Raises
+    ------
+    ValueError
+        Naming the file: missing, corrupt (checksum), not JSON, or not a list of objects.
+    """
+    path = Path(path)
+    if path.is_dir():
+        path = path / "results.json"
+    if (path.parent / MANIFEST).is_file() and path.name == "results.json":
+        blob = read_file_set(path.parent, manifest=MANIFEST, format=FORMAT,
+                             version=VERSION)["results.json"]
+    elif path.is_file():
+        blob = path.read_bytes()
+    else:
+        raise ValueError(f"--results: no such file {path}")
+    try:
+        rows = json.loads(blob)
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as err:
+        reason = getattr(err, "msg", None) or type(err).__name__
+        raise ArtifactError(f"{path}: not a JSON results file ({reason})") from None
+    if not isinstance(rows, list) or not all(isinstance(row, dict) for row in rows):
+        raise ArtifactError(f"{path}: expected a JSON list of result rows")
+    return rows

@@ -1,14 +1,36 @@
-"""TREC run files: ``qid Q0 docid rank score tag`` per line."""
+"""TREC run files: ``qid Q0 docid rank score tag`` per line.
+
+A run georag writes gets a sidecar ``<run>.manifest.json`` (format, version, SHA-256) and is
+replaced together with it (:func:`georag._io.write_file_set`); :func:`read_run` checks it
+when present, so a changed or torn run is an error naming the file. Runs from other tools
+(no sidecar) are read as they are.
+"""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
 
+from georag._io import read_file_set, write_file_set
 from georag.eval.metrics import Run
-from georag.retrieval.cache import atomic_write_bytes
 
-__all__ = ["write_run", "read_run"]
+__all__ = ["write_run", "write_run_text", "read_run", "manifest_path"]
+
+FORMAT = "georag-trec-run"
+VERSION = 1
+
+
+def manifest_path(path: str | os.PathLike) -> Path:
+    """The sidecar manifest of the run at ``path``."""
+    path = Path(path)
+    return path.with_name(f"{path.name}.manifest.json")
+
+
+def write_run_text(text: str, path: str | os.PathLike) -> None:
+    """Write already formatted run lines to ``path`` with their manifest, as one set."""
+    path = Path(path)
+    write_file_set(path.parent, {path.name: text}, manifest=manifest_path(path).name,
+                   format=FORMAT, version=VERSION)
 
 
 def write_run(run: Run, path: str | os.PathLike, *, tag: str = "georag") -> None:
@@ -20,23 +42,37 @@ def write_run(run: Run, path: str | os.PathLike, *, tag: str = "georag") -> None
             f"{qid} Q0 {doc} {rank} {score:.6f} {tag}"
             for rank, (doc, score) in enumerate(ranked, start=1)
         )
-    text = "\n".join(lines) + ("\n" if lines else "")
-    atomic_write_bytes(Path(path), lambda tmp: tmp.write_text(text, encoding="utf-8"))
+    write_run_text("\n".join(lines) + ("\n" if lines else ""), path)
 
 
 def read_run(path: str | os.PathLike) -> Run:
-    """Read a TREC run file; malformed lines raise ValueError with the line number."""
+    """Read a TREC run file; malformed lines raise ValueError with the file and line number."""
+    path = Path(path)
+    sidecar = manifest_path(path)
+    if sidecar.is_file() or sidecar.parent.joinpath(f".{sidecar.name}.pending").is_dir():
+        blob = read_file_set(path.parent, manifest=sidecar.name, format=FORMAT,
+                             version=VERSION).get(path.name)
+        if blob is None:
+            raise ValueError(f"{sidecar}: does not list {path.name}")
+    elif path.is_file():
+        blob = path.read_bytes()
+    else:
+        raise ValueError(f"path: no run file at {path}")
     run: Run = {}
-    with open(path, encoding="utf-8") as handle:
-        for line_no, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            fields = line.split()
-            if len(fields) != 6:
-                raise ValueError(f"{path}:{line_no}: expected 6 fields, got {len(fields)}")
-            qid, _, doc, _, score, _ = fields
-            try:
-                run.setdefault(qid, {})[doc] = float(score)
-            except ValueError:
-                raise ValueError(f"{path}:{line_no}: score {score!r} is not a number") from None
+    for line_no, raw in enumerate(blob.split(b"\n"), start=1):
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError as err:
+            raise ValueError(f"{path}:{line_no}: not UTF-8 text ({err.reason} at byte "
+                             f"{err.start})") from None
+        if not line.strip():
+            continue
+        fields = line.split()
+        if len(fields) != 6:
+            raise ValueError(f"{path}:{line_no}: expected 6 fields, got {len(fields)}")
+        qid, _, doc, _, score, _ = fields
+        try:
+            run.setdefault(qid, {})[doc] = float(score)
+        except ValueError:
+            raise ValueError(f"{path}:{line_no}: score {score!r} is not a number") from None
     return run

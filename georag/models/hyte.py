@@ -29,6 +29,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from georag._io import load_torch, save_torch
 from georag.geometry.hyperbolic import add_time, oem_pool, rescale_to_hyperboloid
 from georag.resources import DEFAULT_MODEL, resolve_model_path
 
@@ -334,8 +335,9 @@ class HyTEEncoder:
                         max_tokens=max_tokens)
         state = None
         if weights is not None:
-            saved = torch.load(weights, map_location="cpu", weights_only=True)
-            if not isinstance(saved, dict) or saved.get("format") != _FORMAT:
+            saved = load_torch(weights, format=_FORMAT)
+            if not isinstance(saved, dict) or not isinstance(saved.get("settings"), dict) or \
+                    not isinstance(saved.get("state_dict"), dict):
                 raise ValueError(f"weights: {weights} is not a saved HyTE-H projection")
             settings.update(saved["settings"])
             state = saved["state_dict"]
@@ -359,10 +361,8 @@ class HyTEEncoder:
         settings = dict(hidden=proj.w1.out_features, k=float(proj.k.detach()), power=proj.power,
                         learn_curvature=proj.log_k.requires_grad, max_tokens=self.max_tokens)
         state = {key: value.detach().cpu() for key, value in proj.state_dict().items()}
-        tmp = Path(f"{path}.tmp")
-        torch.save({"format": _FORMAT, "settings": settings, "state_dict": state,
-                    "model_path": self.model_path}, tmp)
-        os.replace(tmp, path)
+        save_torch({"format": _FORMAT, "settings": settings, "state_dict": state,
+                    "model_path": self.model_path}, path, format=_FORMAT)
 
     @property
     def dim(self) -> int:

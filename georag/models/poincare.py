@@ -20,7 +20,11 @@ import geoopt
 import torch
 from torch import nn
 
+from georag._io import load_torch, save_torch
+
 __all__ = ["PoincareHead", "fixed_projection", "generality_target_radius"]
+
+_FORMAT = "georag-poincare-head"
 
 
 def _check_embeddings(name: str, x: torch.Tensor) -> None:
@@ -152,16 +156,19 @@ class PoincareHead(nn.Module):
         return self.ball.dist(x, y)
 
     def save(self, path: str | os.PathLike) -> None:
-        """Write the weights and sizes (``torch.save``)."""
+        """Write the weights and sizes (a sealed ``torch.save``, atomically)."""
         first, last = self.mlp[0], self.mlp[2]
-        torch.save({"in_dim": first.in_features, "out_dim": last.out_features,
+        save_torch({"in_dim": first.in_features, "out_dim": last.out_features,
                     "hidden": first.out_features, "c": self.c, "max_norm": self.max_norm,
-                    "state_dict": self.state_dict()}, path)
+                    "state_dict": self.state_dict()}, path, format=_FORMAT)
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> PoincareHead:
-        """Read a head written by :meth:`save`."""
-        blob = torch.load(path, map_location="cpu", weights_only=True)
+        """Read a head written by :meth:`save` (checksum checked; ValueError naming the file)."""
+        blob = load_torch(path, format=_FORMAT)
+        if not isinstance(blob, dict) or not {"in_dim", "out_dim", "hidden", "c", "max_norm",
+                                              "state_dict"} <= set(blob):
+            raise ValueError(f"path: {path} is not a saved Poincare head")
         head = cls(blob["in_dim"], blob["out_dim"], blob["hidden"], c=blob["c"],
                    max_norm=blob["max_norm"])
         head.load_state_dict(blob["state_dict"])

@@ -2,18 +2,18 @@
 
 from __future__ import annotations
 
-import json
 import os
-import shutil
-import tempfile
-from pathlib import Path
 
 import numpy as np
 import torch
 
+from georag._io import atomic_folder, check_folder
+
 __all__ = ["BM25Index", "tokenize"]
 
 TOKENIZERS = ("default", "whitespace", "stem")
+FORMAT = "georag-bm25"
+VERSION = 1
 
 
 def tokenize(texts: list[str], tokenizer: str = "default") -> list[list[str]]:
@@ -94,47 +94,29 @@ class BM25Index:
         return scores, indices
 
     def save(self, path: str | os.PathLike) -> None:
-        """Write the index into folder ``path``, replacing it atomically."""
-        target = Path(path)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}."))
-        try:
+        """Write the index into folder ``path``, replacing it as a whole.
+
+        bm25s' files and a ``manifest.json`` (settings, SHA-256 of every file) are written
+        into a temporary folder that is then swapped into place; a killed write leaves the
+        previous index.
+        """
+        settings = {"num_docs": self.num_docs, "k1": self.k1, "b": self.b,
+                    "tokenizer": self.tokenizer}
+        with atomic_folder(path, format=FORMAT, version=VERSION, settings=settings) as tmp:
             self.retriever.save(str(tmp))
-            meta = {
-                "format": "georag-bm25-v1",
-                "num_docs": self.num_docs,
-                "k1": self.k1,
-                "b": self.b,
-                "tokenizer": self.tokenizer,
-            }
-            (tmp / "georag_bm25.json").write_text(json.dumps(meta))
-            if target.exists():
-                old = target.with_name(f".{target.name}.old")
-                shutil.rmtree(old, ignore_errors=True)
-                target.rename(old)
-                tmp.rename(target)
-                shutil.rmtree(old)
-            else:
-                tmp.rename(target)
-        except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> BM25Index:
-        """Read an index written by :meth:`save`."""
+        """Read an index written by :meth:`save` (checksums checked; ValueError naming the file)."""
         import bm25s
 
-        meta_path = Path(path) / "georag_bm25.json"
-        if not meta_path.is_file():
-            raise ValueError(f"path: {path} is not a georag BM25 index (no georag_bm25.json)")
-        meta = json.loads(meta_path.read_text())
-        if meta.get("format") != "georag-bm25-v1":
-            raise ValueError(f"path: {path} has unknown format {meta.get('format')!r}")
+        manifest = check_folder(path, format=FORMAT, version=VERSION)
+        settings = manifest.get("settings")
+        if not isinstance(settings, dict) or set(settings) != {"num_docs", "k1", "b", "tokenizer"}:
+            raise ValueError(f"path: {path}/manifest.json has no valid settings")
         try:
             retriever = bm25s.BM25.load(str(path))
-        except (OSError, ValueError) as err:
+        except (OSError, ValueError, KeyError, TypeError) as err:
             raise ValueError(f"path: cannot read the BM25 index at {path}: {err}") from None
-        return cls(
-            retriever, meta["num_docs"], k1=meta["k1"], b=meta["b"], tokenizer=meta["tokenizer"]
-        )
+        return cls(retriever, settings["num_docs"], k1=settings["k1"], b=settings["b"],
+                   tokenizer=settings["tokenizer"])

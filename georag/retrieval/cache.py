@@ -2,8 +2,9 @@
 
 One file per entry, ``<key>.npz``, holding the embeddings and a JSON header with the key,
 shape, dtype and a SHA-256 of the embedding bytes. Writes go to a temporary file in the
-same folder and are moved into place with :func:`os.replace`, so a crash midway leaves no
-readable half-written entry. A read that finds a truncated, foreign or mismatching file
+same folder and are moved into place (:func:`georag._io.atomic_write`), so a crash midway
+leaves no readable half-written entry, and a dead writer's temporary file is removed by
+the next write. A read that finds a truncated, foreign or mismatching file
 reports it and returns ``None``, and the caller recomputes.
 """
 
@@ -13,15 +14,17 @@ import hashlib
 import json
 import logging
 import os
-import tempfile
 import zipfile
+import zlib
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
 import torch
 
-__all__ = ["EmbeddingCache", "content_hash", "atomic_write_bytes"]
+from georag._io import atomic_write
+
+__all__ = ["EmbeddingCache", "content_hash"]
 
 log = logging.getLogger(__name__)
 FORMAT = "georag-embeddings-v1"
@@ -35,25 +38,6 @@ def content_hash(texts: Sequence[str]) -> str:
         digest.update(len(data).to_bytes(8, "little"))
         digest.update(data)
     return digest.hexdigest()
-
-
-def atomic_write_bytes(path: Path, writer: Callable[[Path], None]) -> None:
-    """Call ``writer(tmp_path)`` then rename the temporary file onto ``path``.
-
-    The temporary file lives in the same folder (same file system), so the rename is
-    atomic; on any error it is removed and ``path`` is left as it was.
-    """
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.close(fd)
-    try:
-        writer(Path(tmp))
-        with open(tmp, "rb+") as handle:
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 class EmbeddingCache:
@@ -94,9 +78,12 @@ class EmbeddingCache:
             with np.load(path, allow_pickle=False) as archive:
                 header = json.loads(bytes(archive["header"]).decode())
                 embeddings = archive["embeddings"]
-        except (OSError, ValueError, KeyError, zipfile.BadZipFile, json.JSONDecodeError) as err:
-            log.warning("ignoring unreadable cache entry %s: %s", path, err)
+        except (OSError, ValueError, KeyError, EOFError, RecursionError, zipfile.BadZipFile,
+                zlib.error) as err:
+            log.warning("ignoring unreadable cache entry %s (recomputing): %s", path, err)
             return None
+        if not isinstance(header, dict):
+            header = {}
         problems = []
         if header.get("format") != FORMAT or header.get("key") != key:
             problems.append("foreign header")
@@ -109,7 +96,8 @@ class EmbeddingCache:
         if hashlib.sha256(embeddings.tobytes()).hexdigest() != header.get("sha256"):
             problems.append("checksum mismatch")
         if problems:
-            log.warning("ignoring invalid cache entry %s: %s", path, "; ".join(problems))
+            log.warning("ignoring invalid cache entry %s (recomputing): %s", path,
+                        "; ".join(problems))
             return None
         return torch.from_numpy(embeddings)
 
@@ -131,7 +119,7 @@ class EmbeddingCache:
                 np.savez(handle, embeddings=array, header=header_bytes)
 
         path = self.path(key)
-        atomic_write_bytes(path, write)
+        atomic_write(path, write)
         return path
 
     def get_or_compute(

@@ -8,9 +8,12 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from georag.retrieval.cache import atomic_write_bytes
+from georag._io import atomic_write, seal, unseal
 
 __all__ = ["DenseIndex", "faiss_gpu_available"]
+
+FORMAT = "georag-faiss"
+VERSION = 1
 
 
 def _faiss():
@@ -130,21 +133,28 @@ class DenseIndex:
         )
 
     def save(self, path: str | os.PathLike) -> None:
-        """Write the index atomically (a GPU index is copied to CPU first)."""
+        """Write the index atomically (a GPU index is copied to CPU first).
+
+        The file is faiss' own serialization followed by a georag trailer (format, version,
+        SHA-256), which ``faiss.read_index`` ignores and :meth:`load` checks.
+        """
         faiss = _faiss()
         cpu_index = faiss.index_gpu_to_cpu(self.index) if self.on_gpu else self.index
-        atomic_write_bytes(Path(path), lambda tmp: faiss.write_index(cpu_index, str(tmp)))
+        payload = faiss.serialize_index(cpu_index).tobytes()
+        atomic_write(Path(path), seal(payload, format=FORMAT, version=VERSION))
 
     @classmethod
     def load(cls, path: str | os.PathLike, *, use_gpu: bool | None = None) -> DenseIndex:
-        """Read an index written by :meth:`save`; a corrupt file raises ValueError."""
+        """Read an index written by :meth:`save`; a corrupt file raises ValueError naming it."""
         faiss = _faiss()
         if not Path(path).is_file():
             raise ValueError(f"path: no index file at {path}")
+        payload, _ = unseal(Path(path).read_bytes(), where=path, format=FORMAT, version=VERSION)
         try:
-            cpu_index = faiss.read_index(str(path))
+            cpu_index = faiss.deserialize_index(np.frombuffer(payload, dtype=np.uint8))
         except RuntimeError as err:
-            raise ValueError(f"path: {path} is not a readable faiss index ({err})") from None
+            reason = str(err).strip().splitlines()[-1] if str(err).strip() else "unreadable"
+            raise ValueError(f"path: {path} is not a readable faiss index ({reason})") from None
         self = cls.__new__(cls)
         self.dim = cpu_index.d
         if isinstance(cpu_index, faiss.IndexIVFFlat):

@@ -21,8 +21,9 @@ On disk an index is a folder (the paper's three-file format, split a little furt
     The HyTE-H projection the points were made with (queries must use the same).
 
 A write creates the files of generation ``g + 1`` next to the old ones (each through a
-temporary name and ``os.replace``), then swaps ``manifest.json`` atomically, then removes
-generation ``g``: a crash at any point leaves a loadable index. A load checks the magic,
+temporary name, :func:`georag._io.atomic_write`), then swaps ``manifest.json`` atomically,
+then removes generation ``g`` and any dead writer's temporary files: a crash at any point
+leaves a loadable index. A load checks the magic,
 the sizes and the checksums and raises :class:`IndexFormatError` naming the bad file.
 """
 
@@ -41,6 +42,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from georag._io import atomic_write
 from georag.data.chunking import chunk_documents
 from georag.geometry.hyperbolic import hybrid_scores
 from georag.models.hyte import HyTEConfig, HyTEEncoder
@@ -217,15 +219,6 @@ def _file_crc(path: Path) -> int:
     return crc & 0xFFFFFFFF
 
 
-def _write_atomic(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "wb") as handle:
-        handle.write(data)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
-
-
 def _as_docs(texts_or_docs: Mapping[str, str] | Sequence[str]) -> dict[str, str]:
     if isinstance(texts_or_docs, str):
         raise ValueError("texts_or_docs must be a list of texts or a {source: text} dict")
@@ -359,6 +352,16 @@ class LorentzIndex:
         if manifest.get("version") != VERSION:
             raise IndexFormatError(
                 f"{manifest_path}: format version {manifest.get('version')}, expected {VERSION}")
+        try:
+            return cls._load_checked(path, manifest, encoder, verify)
+        except (KeyError, TypeError, IndexError, AttributeError, OverflowError, struct.error,
+                UnicodeDecodeError, json.JSONDecodeError, RecursionError, zlib.error) as err:
+            raise IndexFormatError(f"{manifest_path}: inconsistent index ({type(err).__name__}: "
+                                   f"{str(err)[:100]})") from None
+
+    @classmethod
+    def _load_checked(cls, path: Path, manifest: dict, encoder: HyTEEncoder | None,
+                      verify: bool) -> LorentzIndex:
         if encoder is not None:
             _check_encoder(encoder, manifest, path)
         files = manifest["files"]
@@ -494,7 +497,7 @@ def _write(path: Path, *, matrix: np.ndarray, source: np.ndarray, part: np.ndarr
     files: dict[str, dict] = {}
 
     def put(key: str, name: str, data: bytes) -> None:
-        _write_atomic(path / name, data)
+        atomic_write(path / name, data)
         files[key] = {"name": name, "size": len(data), "crc32": _crc32(data)}
 
     matrix = np.ascontiguousarray(matrix, dtype=np.float32)
@@ -520,7 +523,7 @@ def _write(path: Path, *, matrix: np.ndarray, source: np.ndarray, part: np.ndarr
                   "k": float(encoder.projection.k), "power": encoder.projection.power},
         "chunking": chunking, "bm25": bm25, "search": search, "files": files,
     }
-    _write_atomic(path / "manifest.json", json.dumps(manifest, indent=1).encode())
+    atomic_write(path / "manifest.json", json.dumps(manifest, indent=1).encode())
     keep = {entry["name"].split("/")[0] for entry in files.values()}
     for stale in path.iterdir():
         if stale.name not in keep and _OWNED.match(stale.name):

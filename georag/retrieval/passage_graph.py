@@ -32,8 +32,9 @@ import numpy as np
 import torch
 from torch_geometric.utils import degree, to_undirected
 
+from georag._io import atomic_write
 from georag.geometry.diffusion import edge_index_to_csr
-from georag.retrieval.cache import atomic_write_bytes, content_hash
+from georag.retrieval.cache import content_hash
 from georag.retrieval.dense import DenseIndex
 
 __all__ = ["PassageGraphConfig", "PassageGraph", "build_passage_graph", "entity_strings",
@@ -296,7 +297,7 @@ def _save(path: Path, graph: PassageGraph) -> None:
         with tmp.open("wb") as handle:
             np.savez(handle, header=np.frombuffer(header.encode(), dtype=np.uint8), **arrays)
 
-    atomic_write_bytes(path, write)
+    atomic_write(path, write)
 
 
 def _load(path: Path, n: int) -> PassageGraph | None:
@@ -306,11 +307,11 @@ def _load(path: Path, n: int) -> PassageGraph | None:
         with np.load(path, allow_pickle=False) as archive:
             header = json.loads(bytes(archive["header"]).decode())
             arrays = {k: archive[k] for k in ("edge_index", "semantic", "topological")}
-    except (OSError, ValueError, KeyError, zipfile.BadZipFile, json.JSONDecodeError):
+    except (OSError, ValueError, KeyError, EOFError, RecursionError, zipfile.BadZipFile):
         return None
     digest = hashlib.sha256(b"".join(a.tobytes() for a in arrays.values())).hexdigest()
-    if header.get("format") != FORMAT or header.get("num_nodes") != n or \
-            header.get("sha256") != digest:
+    if not isinstance(header, dict) or header.get("format") != FORMAT or \
+            header.get("num_nodes") != n or header.get("sha256") != digest:
         return None
     return PassageGraph(n, torch.from_numpy(arrays["edge_index"]),
                         torch.from_numpy(arrays["semantic"]),

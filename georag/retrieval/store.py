@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from pathlib import Path
 
+from georag._io import ArtifactError, atomic_folder, check_folder
 from georag.data.beir import BeirDataset
 from georag.retrieval.bm25 import BM25Index
-from georag.retrieval.cache import atomic_write_bytes
 from georag.retrieval.candidates import corpus_embeddings
 from georag.retrieval.dense import DenseIndex
 from georag.retrieval.encoder import TextEncoder
@@ -17,12 +16,8 @@ from georag.retrieval.hybrid import fuse
 
 __all__ = ["IndexStore", "build_store"]
 
-MANIFEST = "manifest.json"
-FORMAT = "georag-store-v1"
-
-
-def _sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
+FORMAT = "georag-store"
+VERSION = 1
 
 
 class IndexStore:
@@ -50,35 +45,27 @@ class IndexStore:
         return len(self.doc_ids)
 
     def save(self, folder: str | os.PathLike) -> None:
-        """Write every part, then the manifest with their checksums (written last, atomically)."""
-        folder = Path(folder)
-        folder.mkdir(parents=True, exist_ok=True)
-        self.dense.save(folder / "dense.faiss")
-        self.bm25.save(folder / "bm25")
-        docs = json.dumps({"doc_ids": self.doc_ids, "texts": self.texts})
-        atomic_write_bytes(folder / "docs.json", lambda tmp: tmp.write_text(docs))
-        manifest = {
-            "format": FORMAT,
-            "model": self.model,
-            "size": self.size,
-            "sha256": {name: _sha256(folder / name) for name in ("dense.faiss", "docs.json")},
-        }
-        atomic_write_bytes(folder / MANIFEST, lambda tmp: tmp.write_text(json.dumps(manifest)))
+        """Write every part into a temporary folder, then swap it into place as a whole.
+
+        ``manifest.json`` (SHA-256 of every file, the BM25 part's included) is written last;
+        a killed write leaves the previous store loadable.
+        """
+        with atomic_folder(folder, format=FORMAT, version=VERSION, model=self.model,
+                           size=self.size) as tmp:
+            self.dense.save(tmp / "dense.faiss")
+            self.bm25.save(tmp / "bm25")
+            docs = json.dumps({"doc_ids": self.doc_ids, "texts": self.texts})
+            (tmp / "docs.json").write_text(docs, encoding="utf-8")
 
     @classmethod
     def load(cls, folder: str | os.PathLike) -> IndexStore:
         """Read a store, checking the manifest's format, sizes and checksums."""
         folder = Path(folder)
-        manifest_path = folder / MANIFEST
-        if not manifest_path.is_file():
-            raise ValueError(f"--index: {folder} holds no georag index ({MANIFEST} missing)")
-        manifest = json.loads(manifest_path.read_text())
-        if manifest.get("format") != FORMAT:
-            raise ValueError(f"--index: {folder} has unknown format {manifest.get('format')!r}")
-        for name, digest in manifest["sha256"].items():
-            if not (folder / name).is_file() or _sha256(folder / name) != digest:
-                raise ValueError(f"--index: {folder / name} is missing or corrupt (checksum)")
-        docs = json.loads((folder / "docs.json").read_text())
+        try:
+            manifest = check_folder(folder, format=FORMAT, version=VERSION)
+        except ArtifactError as err:
+            raise ValueError(f"--index: {err}") from None
+        docs = json.loads((folder / "docs.json").read_text(encoding="utf-8"))
         return cls(
             DenseIndex.load(folder / "dense.faiss"),
             BM25Index.load(folder / "bm25"),

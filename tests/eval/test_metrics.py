@@ -3,7 +3,7 @@ import math
 import pytest
 
 from georag.eval.metrics import evaluate, mrr_at_k, per_query
-from georag.eval.trec import read_run, write_run
+from georag.eval.trec import manifest_path, read_run, write_run
 
 QRELS = {"q1": {"a": 2, "c": 1, "x": 0}, "q2": {"b": 1}}
 RUN = {"q1": {"a": 0.9, "b": 0.8, "c": 0.7}, "q2": {"a": 0.5, "c": 0.4, "b": 0.3}}
@@ -41,6 +41,9 @@ def test_trec_round_trip(tmp_path):
     write_run(RUN, path, tag="t")
     assert path.read_text().splitlines()[0] == "q1 Q0 a 1 0.900000 t"
     assert read_run(path) == RUN
-    path.write_text("q1 Q0 a 1\n")
+    path.write_text("q1 Q0 a 1\n")  # changed behind georag's back: the manifest says so
+    with pytest.raises(ValueError, match="run.trec: checksum mismatch"):
+        read_run(path)
+    manifest_path(path).unlink()  # a foreign run (no manifest) is parsed as it is
     with pytest.raises(ValueError, match="run.trec:1: expected 6 fields"):
         read_run(path)

@@ -102,10 +102,10 @@ def test_save_load_round_trip_and_seeded_init(encoder, tmp_path):
     assert loaded.projection.fingerprint() == encoder.projection.fingerprint()
     torch.testing.assert_close(loaded.encode(TEXTS), encoder.encode(TEXTS))
     (tmp_path / "junk.pt").write_bytes(b"not a checkpoint")
-    with pytest.raises(Exception):  # noqa: B017 - torch's own unpickling error
+    with pytest.raises(ValueError, match="junk.pt: no georag manifest"):
         HyTEEncoder.from_pretrained(weights=tmp_path / "junk.pt")
-    torch.save({"format": "other"}, tmp_path / "other.pt")
-    with pytest.raises(ValueError, match="not a saved HyTE-H projection"):
+    torch.save({"format": "other"}, tmp_path / "other.pt")  # a foreign torch file
+    with pytest.raises(ValueError, match="other.pt: no georag manifest"):
         HyTEEncoder.from_pretrained(weights=tmp_path / "other.pt")
 
 

@@ -59,5 +59,5 @@ def test_bad_input(tmp_path):
         BM25Index.build([])
     with pytest.raises(ValueError, match="tokenizer must be one of"):
         BM25Index.build(DOCS, tokenizer="nope")
-    with pytest.raises(ValueError, match="not a georag BM25 index"):
+    with pytest.raises(ValueError, match="not a georag-bm25 folder"):
         BM25Index.load(tmp_path)

@@ -49,8 +49,14 @@ def test_bad_inputs(tmp_path):
     with pytest.raises(ValueError, match="nlist=64"):
         DenseIndex(8, kind="ivf", nlist=64).add(unit(10, 8))
     (tmp_path / "junk.faiss").write_bytes(b"garbage")
-    with pytest.raises(ValueError, match="not a readable faiss index"):
+    with pytest.raises(ValueError, match="junk.faiss: no georag manifest"):
         DenseIndex.load(tmp_path / "junk.faiss")
+    from georag._io import seal
+    from georag.retrieval.dense import FORMAT
+
+    (tmp_path / "sealed.faiss").write_bytes(seal(b"garbage", format=FORMAT, version=1))
+    with pytest.raises(ValueError, match="not a readable faiss index"):
+        DenseIndex.load(tmp_path / "sealed.faiss")
 
 
 def test_k_larger_than_corpus():
