@@ -63,6 +63,8 @@ __all__ = [
     "sweep_stale",
     "safe_extract",
     "sha256_file",
+    "dump_manifest",
+    "load_manifest",
     "temp_folder",
     "save_torch",
     "load_torch",
@@ -211,6 +213,45 @@ def sha256_file(path: str | os.PathLike) -> str:
     return digest.hexdigest()
 
 
+# ---------------------------------------------------------------------------- manifests
+def _canonical(meta: Mapping) -> bytes:
+    return json.dumps(meta, sort_keys=True, separators=(",", ":")).encode()
+
+
+def dump_manifest(meta: Mapping) -> bytes:
+    """Compact JSON of ``meta`` with ``manifest_sha256``, a checksum of the manifest itself."""
+    body = {k: v for k, v in meta.items() if k != "manifest_sha256"}
+    return _canonical({**body, "manifest_sha256": hashlib.sha256(_canonical(body)).hexdigest()})
+
+
+def load_manifest(blob: bytes, *, where: str | os.PathLike, format: str,
+                  version: int = 1) -> dict:
+    """Parse a :func:`dump_manifest` blob; any changed byte, format or newer version is an error.
+
+    Raises
+    ------
+    ArtifactError
+        Naming ``where``.
+    """
+    try:
+        meta = json.loads(blob)
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
+        raise ArtifactError(f"{where}: unreadable manifest (corrupt file)") from None
+    if not isinstance(meta, dict) or meta.get("format") != format:
+        found = meta.get("format") if isinstance(meta, dict) else None
+        raise ArtifactError(f"{where}: format {found!r}, expected {format!r}")
+    try:
+        intact = dump_manifest(meta) == blob and "manifest_sha256" in meta
+    except (TypeError, ValueError):
+        intact = False
+    if not intact:
+        raise ArtifactError(f"{where}: manifest checksum mismatch (corrupt file)")
+    if not isinstance(meta.get("version"), int) or meta["version"] > version:
+        raise ArtifactError(f"{where}: format version {meta.get('version')!r}, this georag "
+                            f"reads up to {version}")
+    return meta
+
+
 # ---------------------------------------------------------------------------- sealed files
 def _eocd(blob: bytes) -> int | None:
     """Offset of a zip's end-of-central-directory record that ends the blob, if any."""
@@ -232,7 +273,7 @@ def seal(payload: bytes, *, format: str, version: int, **extra: object) -> bytes
     """
     meta = {"format": format, "version": version, "size": len(payload),
             "sha256": hashlib.sha256(payload).hexdigest(), **extra}
-    text = json.dumps(meta, sort_keys=True).encode()
+    text = dump_manifest(meta)
     at = _eocd(payload)
     if at is not None and at + 22 == len(payload):
         comment = _ZIP_COMMENT_TAG + text
@@ -262,16 +303,7 @@ def unseal(blob: bytes, *, where: str | os.PathLike, format: str,
             payload = blob[: at + 20] + b"\x00\x00"
     if meta_text is None or payload is None:
         raise ArtifactError(f"{where}: no georag manifest (truncated, or not written by georag)")
-    try:
-        meta = json.loads(meta_text)
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
-        raise ArtifactError(f"{where}: unreadable manifest (corrupt file)") from None
-    if not isinstance(meta, dict) or meta.get("format") != format:
-        found = meta.get("format") if isinstance(meta, dict) else None
-        raise ArtifactError(f"{where}: format {found!r}, expected {format!r}")
-    if not isinstance(meta.get("version"), int) or meta["version"] > version:
-        raise ArtifactError(f"{where}: format version {meta.get('version')!r}, this georag "
-                            f"reads up to {version}")
+    meta = load_manifest(meta_text, where=where, format=format, version=version)
     if meta.get("size") != len(payload) or \
             meta.get("sha256") != hashlib.sha256(payload).hexdigest():
         raise ArtifactError(f"{where}: checksum mismatch (corrupt or truncated file)")
@@ -332,7 +364,7 @@ def atomic_folder(target: str | os.PathLike, *, format: str, version: int = 1,
     try:
         yield tmp
         manifest = _manifest_of(tmp, format=format, version=version, extra=extra)
-        (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1))
+        (tmp / MANIFEST).write_bytes(dump_manifest(manifest))
         _fsync_tree(tmp)
         _apply_umask(tmp, folder=True)
         _fsync_dir(tmp)
@@ -369,16 +401,7 @@ def check_folder(folder: str | os.PathLike, *, format: str, version: int = 1,
     path = folder / MANIFEST
     if not path.is_file():
         raise ArtifactError(f"{folder}: not a {format} folder ({MANIFEST} missing)")
-    try:
-        manifest = json.loads(path.read_bytes())
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
-        raise ArtifactError(f"{path}: unreadable manifest (corrupt file)") from None
-    if not isinstance(manifest, dict) or manifest.get("format") != format:
-        found = manifest.get("format") if isinstance(manifest, dict) else None
-        raise ArtifactError(f"{path}: format {found!r}, expected {format!r}")
-    if not isinstance(manifest.get("version"), int) or manifest["version"] > version:
-        raise ArtifactError(f"{path}: format version {manifest.get('version')!r}, this "
-                            f"georag reads up to {version}")
+    manifest = load_manifest(path.read_bytes(), where=path, format=format, version=version)
     files = manifest.get("files")
     if not isinstance(files, dict):
         raise ArtifactError(f"{path}: no file list (corrupt manifest)")
@@ -436,7 +459,7 @@ def write_file_set(folder: str | os.PathLike, files: Mapping[str, bytes | str], 
             (tmp / name).write_bytes(blob)
             entries[name] = {"size": len(blob), "sha256": hashlib.sha256(blob).hexdigest()}
         meta = {"format": format, "version": version, "files": entries}
-        (tmp / manifest).write_text(json.dumps(meta, indent=1))
+        (tmp / manifest).write_bytes(dump_manifest(meta))
         _fsync_tree(tmp)
         _fsync_dir(tmp)
         os.rename(tmp, _pending(folder, manifest))  # the commit point
@@ -461,16 +484,9 @@ def read_file_set(folder: str | os.PathLike, *, manifest: str, format: str,
     path = folder / manifest
     if not path.is_file():
         raise ArtifactError(f"{path}: missing (not a set written by georag)")
-    try:
-        meta = json.loads(path.read_bytes())
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
-        raise ArtifactError(f"{path}: unreadable manifest (corrupt file)") from None
-    if not isinstance(meta, dict) or meta.get("format") != format or \
-            not isinstance(meta.get("files"), dict):
-        raise ArtifactError(f"{path}: not a {format!r} manifest")
-    if not isinstance(meta.get("version"), int) or meta["version"] > version:
-        raise ArtifactError(f"{path}: format version {meta.get('version')!r}, this georag "
-                            f"reads up to {version}")
+    meta = load_manifest(path.read_bytes(), where=path, format=format, version=version)
+    if not isinstance(meta.get("files"), dict):
+        raise ArtifactError(f"{path}: no file list (corrupt manifest)")
     out = {}
     for name, entry in meta["files"].items():
         file = folder / str(name)

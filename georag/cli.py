@@ -243,7 +243,11 @@ def _cmd_search(args: argparse.Namespace) -> None:
         from georag.retrieval.lorentz_index import LorentzIndex
 
         index = LorentzIndex.load(args.index)
-        scores, rows = index.search([query], k=args.k, alpha=args.alpha)
+        alpha = index.config.alpha if args.alpha is None else args.alpha
+        scores, rows = index.search([query], k=args.k, alpha=alpha)
+        print(f"Lorentz index {args.index}: BM25 top-{index.config.top_m}, then "
+              f"score = {alpha:g} * BM25/max + {1 - alpha:g} * sigmoid(<p_d, p_q>_L + "
+              f"{index.config.offset:g}) (higher is better); id = source#chunk")
         hits = [
             (index.chunk_ids[j], s, index.texts[j])
             for s, j in zip(scores[0].tolist(), rows[0].tolist())
@@ -251,9 +255,19 @@ def _cmd_search(args: argparse.Namespace) -> None:
     else:
         from georag.retrieval.store import IndexStore
 
-        hits = IndexStore.load(args.index).search(query, k=args.k, first_stage=args.first_stage)
+        store = IndexStore.load(args.index)
+        print(f"index {args.index}: {_SEARCH_MODES[args.first_stage]}")
+        hits = store.search(query, k=args.k, first_stage=args.first_stage)
     for rank, (doc_id, score, text) in enumerate(hits, start=1):
-        print(f"{rank:3d}  {score:8.4f}  {doc_id}  {text[:100]}")
+        print(f"{rank:3d}  {score:8.4f}  {doc_id}  {' '.join(text.split())[:100]}")
+
+
+_SEARCH_MODES = {
+    "hybrid": "hybrid first stage, score = reciprocal-rank fusion (k=60) of dense and BM25 "
+    "(higher is better)",
+    "dense": "dense first stage, score = cosine similarity",
+    "bm25": "BM25 first stage, score = BM25 (Lucene)",
+}
 
 
 def _plot_flow(args: argparse.Namespace) -> None:
@@ -287,16 +301,14 @@ def _plot_flow(args: argparse.Namespace) -> None:
 
 
 def _cmd_plot(args: argparse.Namespace) -> None:
-    import json
-
     from georag.eval.plots import plot_quality_latency
 
     if args.figure == "flow":
         _plot_flow(args)
         return
-    if not args.results.is_file():
-        raise ValueError(f"--results: no such file {args.results}")
-    rows = json.loads(args.results.read_text())
+    from georag.eval.report import read_results
+
+    rows = read_results(args.results)
     out = args.out or args.results.with_name(f"quality_latency_{args.metric}.png")
     print(f"wrote {plot_quality_latency(rows, out, metric=args.metric)}")
 
@@ -323,8 +335,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"georag: error: {err}", file=sys.stderr)
         return 2
     except OSError as err:  # missing files, or model weights that cannot be found offline
-        print(f"georag: error: {str(err).splitlines()[0]}", file=sys.stderr)
-        return 1
+        print(f"georag: error: {(str(err).splitlines() or [type(err).__name__])[0]}",
+              file=sys.stderr)
+        return 2
     return 0
 
 

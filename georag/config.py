@@ -30,9 +30,13 @@ def read_yaml(path: str | Path, *, argument: str = "path") -> dict:
         raise ValueError(f"{argument}: no such config file {path}")
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (yaml.YAMLError, UnicodeDecodeError) as err:
-        first = str(err).splitlines()[0] if str(err) else type(err).__name__
-        raise ValueError(f"{argument}: {path} is not valid YAML ({first})") from None
+    except UnicodeDecodeError as err:
+        raise ValueError(f"{argument}: {path} is not UTF-8 text ({err.reason})") from None
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
+        problem = getattr(err, "problem", None) or (str(err).splitlines() or ["?"])[0]
+        raise ValueError(f"{argument}: {where} is not valid YAML ({problem})") from None
     if data is None:
         return {}
     if not isinstance(data, dict):

@@ -15,7 +15,7 @@ from georag.cli import main
         (["eval", "--first-stage", "sparse"], "invalid choice: 'sparse'"),
         (["eval"], "--dataset is required"),
         (["eval", "--dataset", "/no/such/folder"], "folder '/no/such/folder' does not exist"),
-        (["search", "--index", "/nonexistent", "cats"], "holds no georag index"),
+        (["search", "--index", "/nonexistent", "cats"], "not a georag-store folder"),
     ],
 )
 def test_bad_arguments_exit_2_with_one_line(argv, message, capsys):

@@ -3,7 +3,8 @@
 Model and data are given by class path in the config (``model.class_path``,
 ``data.class_path``), so any LightningModule / DataModule of this package trains through
 the same entry. W&B logging (WandbLogger) is the default: offline unless ``WANDB_MODE``
-is set to ``online``.
+is set to ``online``. Checkpoints are sealed with a checksum
+(:class:`train.checkpoint_io.SealedCheckpointIO`) and checked when a run resumes.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ import os
 
 from lightning.pytorch import LightningDataModule, LightningModule
 from lightning.pytorch.cli import LightningCLI
+
+from train.checkpoint_io import SealedCheckpointIO
 
 
 class GeoragCLI(LightningCLI):
@@ -23,6 +26,12 @@ class GeoragCLI(LightningCLI):
             "class_path": "lightning.pytorch.loggers.WandbLogger",
             "init_args": {"project": "georag", "save_dir": "runs", "offline": not online},
         }})
+
+    def _instantiate_trainer(self, config: dict, callbacks: list):
+        plugins = config.get("plugins") or []
+        plugins = plugins if isinstance(plugins, list) else [plugins]
+        config["plugins"] = [*plugins, SealedCheckpointIO()]
+        return super()._instantiate_trainer(config, callbacks)
 
 
 def main(args: list[str] | None = None) -> GeoragCLI:

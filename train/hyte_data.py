@@ -1,8 +1,9 @@
 """Query-document pairs with BM25 hard negatives for training the HyTE-H projection.
 
-Training pairs come from a BEIR training qrels split (scifact has ``qrels/train.tsv``);
-validation uses another split (``test``) over the same corpus. Texts are tokenized once
-in :meth:`HyTEDataModule.setup`; batches carry padded word-piece ids.
+Training pairs come from a BEIR training qrels split (scifact has ``qrels/train.tsv``).
+Validation (the checkpoint monitor) uses a seeded share of the *training* queries held out
+from the pairs (``val_fraction``), never the test split. Texts are tokenized once in
+:meth:`HyTEDataModule.setup`; batches carry padded word-piece ids.
 """
 
 from __future__ import annotations
@@ -58,8 +59,14 @@ class HyTEDataModule(L.LightningDataModule):
         :func:`georag.data.beir.load_beir`) or folder.
     data_dir : str, optional
         Where named data sets live.
-    train_split, val_split : str
-        Qrels files for training pairs and for validation NDCG@10.
+    train_split : str
+        Qrels file of the training queries.
+    val_fraction : float
+        Share of the training queries (seeded) held out for validation NDCG@10; their pairs
+        are not trained on.
+    val_split : str, optional
+        Validate on this qrels split instead of held-out training queries (a dev split);
+        ``test`` is refused, since validation picks the checkpoint.
     model_path : str
         The checkpoint whose tokenizer the projection's word embeddings belong to.
     batch_size : int
@@ -88,7 +95,8 @@ class HyTEDataModule(L.LightningDataModule):
     """
 
     def __init__(self, dataset: str = "scifact", data_dir: str | None = None,
-                 train_split: str = "train", val_split: str = "test",
+                 train_split: str = "train", val_fraction: float = 0.2,
+                 val_split: str | None = None,
                  model_path: str = DEFAULT_MODEL, batch_size: int = 32, hard_negatives: int = 1,
                  random_negatives: int = 0, negative_depth: int = 20, max_pairs: int | None = None,
                  max_corpus: int | None = None, max_tokens: int = 512,
@@ -101,6 +109,11 @@ class HyTEDataModule(L.LightningDataModule):
             raise ValueError(f"need hard_negatives >= 0, random_negatives >= 0 and "
                              f"negative_depth >= 1, got {hard_negatives}, {random_negatives}, "
                              f"{negative_depth}")
+        if not 0.0 < val_fraction < 1.0:
+            raise ValueError(f"val_fraction must lie in (0, 1), got {val_fraction}")
+        if val_split == "test":
+            raise ValueError("val_split: 'test' would choose the checkpoint on the test split; "
+                             "leave it unset to validate on held-out training queries")
         self.save_hyperparameters()
         self._ready = False
 
@@ -110,7 +123,19 @@ class HyTEDataModule(L.LightningDataModule):
             return
         hp = self.hparams
         train = load_beir(hp.dataset, split=hp.train_split, data_dir=hp.data_dir)
-        val = load_beir(hp.dataset, split=hp.val_split, data_dir=hp.data_dir)
+        if hp.val_split is not None:
+            val = load_beir(hp.dataset, split=hp.val_split, data_dir=hp.data_dir)
+            val_qrels, val_queries = val.qrels, val.queries
+        else:  # hold out a seeded share of the training queries
+            judged_q = sorted(q for q, docs in train.qrels.items() if any(docs.values()))
+            order = np.random.default_rng(hp.seed).permutation(len(judged_q))
+            held = {judged_q[i] for i in order[:max(1, round(hp.val_fraction * len(judged_q)))]}
+            val_qrels = {q: train.qrels[q] for q in sorted(held)}
+            val_queries = {q: train.queries[q] for q in sorted(held)}
+            train_qrels = {q: d for q, d in train.qrels.items() if q not in held}
+            train = type(train)(train.name, train.corpus, {q: train.queries[q] for q in
+                                                           train_qrels}, train_qrels)
+        self.held_out_qids = sorted(val_queries) if hp.val_split is None else []
         pairs = sorted((q, d) for q, docs in train.qrels.items() for d, rel in docs.items()
                        if rel > 0)
         if hp.max_pairs is not None and hp.max_pairs < len(pairs):
@@ -118,7 +143,7 @@ class HyTEDataModule(L.LightningDataModule):
             pairs = [pairs[i] for i in sorted(pick)]
         if not pairs:
             raise ValueError(f"train_split: {hp.train_split!r} has no positive pairs")
-        judged = {d for _, d in pairs} | {d for docs in val.qrels.values() for d in docs}
+        judged = {d for _, d in pairs} | {d for docs in val_qrels.values() for d in docs}
         doc_ids = list(train.corpus)
         if hp.max_corpus is not None:
             others = [d for d in doc_ids if d not in judged]
@@ -148,11 +173,11 @@ class HyTEDataModule(L.LightningDataModule):
                                      [:hp.negative_depth], dtype=np.int64)
                           for i, row in enumerate(ranked.tolist())]
 
-        self.val_qids = list(val.queries)
-        self.val_qrels = val.qrels
-        self.val_query_ids = tokens([val.queries[q] for q in self.val_qids])
+        self.val_qids = list(val_queries)
+        self.val_qrels = val_qrels
+        self.val_query_ids = tokens([val_queries[q] for q in self.val_qids])
         self.val_bm25_scores, self.val_bm25_indices = bm25.search(
-            [val.queries[q] for q in self.val_qids], hp.val_top_m)
+            [val_queries[q] for q in self.val_qids], hp.val_top_m)
         self._ready = True
 
     # ------------------------------------------------------------------ loaders

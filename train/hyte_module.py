@@ -9,7 +9,9 @@ to be relevant to the query are masked out. Optimizer: ``geoopt.optim.Riemannian
 
 Validation (each epoch) encodes the whole corpus with the current weights and reports
 NDCG@10 of exhaustive Lorentz retrieval (``val/ndcg@10``) and of the two-stage hybrid
-over BM25 top-M (``val/ndcg@10_hybrid``) on the validation split.
+over BM25 top-M (``val/ndcg@10_hybrid``) on the data module's validation queries: training
+queries held out from the pairs (never the test split), so the checkpoint that
+``val/ndcg@10`` selects is chosen without looking at test.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from georag.eval.metrics import evaluate
 from georag.geometry.hyperbolic import hybrid_scores, lorentz_distance, lorentz_gram
 from georag.models.hyte import HyTEEncoder
 from georag.resources import DEFAULT_MODEL
+from train.checkpoint_io import check_checkpoint
 
 __all__ = ["HyTEModule", "export_projection"]
 
@@ -155,6 +158,10 @@ class HyTEModule(L.LightningModule):
 
 
 def export_projection(checkpoint: str | os.PathLike, out_path: str | os.PathLike) -> None:
-    """Save the projection of a Lightning checkpoint for ``HyTEEncoder.from_pretrained``."""
+    """Save the projection of a Lightning checkpoint for ``HyTEEncoder.from_pretrained``.
+
+    The checkpoint's checksum is checked first (``ValueError`` naming a corrupt file).
+    """
+    check_checkpoint(checkpoint)
     module = HyTEModule.load_from_checkpoint(checkpoint, map_location="cpu")
     module.encoder.save(out_path)

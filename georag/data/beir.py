@@ -8,13 +8,15 @@ is downloaded as the public BEIR zip into a cache folder.
 from __future__ import annotations
 
 import csv
+import difflib
 import json
+import math
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from georag.data.download import BEIR_URL, download_and_extract
+from georag.data.download import BEIR_DATASETS, BEIR_URL, download_and_extract
 from georag.resources import data_roots, default_cache_dir
 
 __all__ = ["Document", "BeirDataset", "load_beir", "resolve_dataset", "DataFormatError"]
@@ -64,16 +66,34 @@ class BeirDataset:
             raise ValueError(f"dataset {self.name!r}: no queries")
 
 
+def decode_line(raw: bytes, path: Path, line_no: int) -> str:
+    """UTF-8 text of one line; other encodings are an error naming the file and line."""
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise DataFormatError(
+            f"{path}:{line_no}: not UTF-8 (byte 0x{raw[err.start]:02x} at column {err.start + 1}"
+            "; re-encode the file as UTF-8)") from None
+
+
+def parse_json(text: str | bytes, where: str) -> object:
+    """``json.loads`` whose failures (malformed, nested too deeply) name ``where``."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as err:
+        raise DataFormatError(f"{where}: malformed JSON ({err.msg})") from None
+    except RecursionError:
+        raise DataFormatError(f"{where}: JSON nested too deeply") from None
+
+
 def iter_jsonl(path: Path) -> Iterator[tuple[int, dict]]:
     """Yield ``(line number, object)`` for each non-blank line; errors name file and line."""
-    with path.open(encoding="utf-8") as handle:
-        for line_no, line in enumerate(handle, start=1):
+    with path.open("rb") as handle:
+        for line_no, raw in enumerate(handle, start=1):
+            line = decode_line(raw, path, line_no)
             if not line.strip():
                 continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as err:
-                raise DataFormatError(f"{path}:{line_no}: malformed JSON ({err.msg})") from None
+            record = parse_json(line, f"{path}:{line_no}")
             if not isinstance(record, dict):
                 raise DataFormatError(f"{path}:{line_no}: expected a JSON object")
             yield line_no, record
@@ -96,9 +116,15 @@ def read_corpus(path: Path) -> dict[str, Document]:
         text = _require(record, "text", path, line_no)
         if doc_id in corpus:
             raise DataFormatError(f"{path}:{line_no}: duplicate document id {doc_id!r}")
-        corpus[doc_id] = Document(doc_id, str(record.get("title") or ""), text)
+        title = record.get("title")
+        if title is not None and not isinstance(title, str):
+            raise DataFormatError(f"{path}:{line_no}: field 'title' must be a string, got "
+                                  f"{type(title).__name__}")
+        corpus[doc_id] = Document(doc_id, title or "", text)
     if not corpus:
         raise DataFormatError(f"{path}: the corpus is empty")
+    if not any(doc.full_text.strip() for doc in corpus.values()):
+        raise DataFormatError(f"{path}: every document's title and text are empty")
     return corpus
 
 
@@ -116,21 +142,25 @@ def read_queries(path: Path) -> dict[str, str]:
 def read_qrels(path: Path) -> dict[str, dict[str, int]]:
     """Read a qrels TSV with header ``query-id  corpus-id  score``."""
     qrels: dict[str, dict[str, int]] = {}
-    with path.open(encoding="utf-8", newline="") as handle:
-        rows = csv.reader(handle, delimiter="\t")
-        for line_no, row in enumerate(rows, start=1):
-            if not row or (line_no == 1 and row[0] == "query-id"):
-                continue
-            if len(row) != 3:
-                raise DataFormatError(f"{path}:{line_no}: expected 3 tab-separated fields")
-            query_id, doc_id, score = row
-            try:
-                relevance = int(float(score))
-            except ValueError:
-                raise DataFormatError(
-                    f"{path}:{line_no}: score {score!r} is not a number"
-                ) from None
-            qrels.setdefault(query_id, {})[doc_id] = relevance
+    with path.open("rb") as handle:
+        lines = [decode_line(raw, path, n) for n, raw in enumerate(handle, start=1)]
+    for line_no, row in enumerate(csv.reader(lines, delimiter="\t"), start=1):
+        if not row or (line_no == 1 and row[0] == "query-id"):
+            continue
+        if len(row) != 3:
+            raise DataFormatError(f"{path}:{line_no}: expected 3 tab-separated fields")
+        query_id, doc_id, score = row
+        try:
+            value = float(score)
+        except ValueError:
+            raise DataFormatError(
+                f"{path}:{line_no}: score {score!r} is not a number"
+            ) from None
+        if not math.isfinite(value) or abs(value) > 2**31:
+            raise DataFormatError(f"{path}:{line_no}: score {score!r} is not a finite "
+                                  "relevance grade")
+        relevance = int(value)
+        qrels.setdefault(query_id, {})[doc_id] = relevance
     return qrels
 
 
@@ -167,10 +197,29 @@ def resolve_dataset(
         return cache / name
     if "/" in name or os.sep in name:
         raise ValueError(f"name_or_path: folder {name!r} does not exist")
-    if not download:
-        looked = ", ".join(str(r) for r in roots + [cache])
-        raise ValueError(f"name_or_path: data set {name!r} not found (looked in {looked})")
+    if not download or name not in BEIR_DATASETS:
+        raise ValueError(_not_found(name, roots + [cache], download=download))
     return download_and_extract(BEIR_URL.format(name=name), cache, name)
+
+
+def local_datasets(roots: list[Path]) -> list[str]:
+    """Names of the BEIR folders (holding ``corpus.jsonl``) under ``roots``."""
+    found = set()
+    for root in roots:
+        if root.is_dir():
+            found.update(p.name for p in root.iterdir() if (p / "corpus.jsonl").is_file())
+    return sorted(found)
+
+
+def _not_found(name: str, roots: list[Path], *, download: bool) -> str:
+    local = local_datasets(roots)
+    close = difflib.get_close_matches(name, local + list(BEIR_DATASETS), n=1, cutoff=0.6)
+    hint = f"did you mean {close[0]!r}? " if close else ""
+    where = ", ".join(str(r) for r in roots) or "nowhere (set --data-dir or $GEORAG_DATA)"
+    what = "not found" if download else "not found (downloads are off)"
+    return (f"name_or_path: data set {name!r} {what}; {hint}local sets: "
+            f"{', '.join(local) or 'none'} (under {where}); downloadable BEIR sets: "
+            f"{', '.join(BEIR_DATASETS)}")
 
 
 def load_beir(

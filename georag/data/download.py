@@ -3,21 +3,30 @@
 from __future__ import annotations
 
 import shutil
-import tempfile
 import urllib.request
 import zipfile
 from pathlib import Path
 
 from tqdm.auto import tqdm
 
+from georag._io import safe_extract, temp_folder
+
 BEIR_URL = "https://public.ukp.informatik.tu-darmstadt.de/thakur/BEIR/datasets/{name}.zip"
+# The data sets BEIR publishes at BEIR_URL (a name outside this list is not downloaded).
+BEIR_DATASETS = (
+    "arguana", "climate-fever", "cqadupstack", "dbpedia-entity", "fever", "fiqa",
+    "hotpotqa", "msmarco", "nfcorpus", "nq", "quora", "scidocs", "scifact", "trec-covid",
+    "webis-touche2020",
+)
 
 
 def download_and_extract(url: str, cache_dir: Path, name: str, *, timeout: float = 60.0) -> Path:
     """Download ``url`` (a zip holding a folder ``name/``) and extract it to ``cache_dir/name``.
 
     The archive is fetched and unpacked in a temporary folder next to the target and moved
-    into place with one rename, so an interrupted download leaves nothing half-written.
+    into place with one rename, so an interrupted download leaves nothing half-written (and
+    a dead download's folder is removed by the next one). Extraction enforces the limits of
+    :func:`georag._io.safe_extract` (no paths outside the folder, no links, no zip bombs).
 
     Raises
     ------
@@ -26,8 +35,9 @@ def download_and_extract(url: str, cache_dir: Path, name: str, *, timeout: float
     """
     cache_dir.mkdir(parents=True, exist_ok=True)
     target = cache_dir / name
-    with tempfile.TemporaryDirectory(dir=cache_dir, prefix=f".{name}-") as tmp:
-        archive = Path(tmp) / f"{name}.zip"
+    tmp = temp_folder(cache_dir, name)
+    try:
+        archive = tmp / f"{name}.zip"
         try:
             with (
                 urllib.request.urlopen(url, timeout=timeout) as response,
@@ -44,13 +54,13 @@ def download_and_extract(url: str, cache_dir: Path, name: str, *, timeout: float
             ) from None
         if not zipfile.is_zipfile(archive):
             raise ValueError(f"name_or_path: {url} did not return a zip archive")
-        extracted = Path(tmp) / "extracted"
-        with zipfile.ZipFile(archive) as zipped:
-            zipped.extractall(extracted)
+        extracted = safe_extract(archive, tmp / "extracted")
         folder = extracted / name
         if not folder.is_dir():
             raise ValueError(f"name_or_path: the archive from {url} holds no folder {name!r}/")
         if target.exists():
             shutil.rmtree(target)
         folder.rename(target)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
     return target

@@ -101,10 +101,19 @@ def read_musique(path: str | os.PathLike) -> list[MultihopQuestion]:
     Each paragraph holds ``title``, ``paragraph_text`` and ``is_supporting``.
     """
     path = Path(path)
+    blob = path.read_bytes()
     try:
-        records = json.loads(path.read_text(encoding="utf-8"))
+        text = blob.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = blob.count(b"\n", 0, err.start) + 1
+        raise DataFormatError(f"{path}:{line}: not UTF-8 (byte 0x{blob[err.start]:02x}; "
+                              "re-encode the file as UTF-8)") from None
+    try:
+        records = json.loads(text)
     except json.JSONDecodeError as err:
-        raise DataFormatError(f"{path}: malformed JSON ({err.msg} at line {err.lineno})") from None
+        raise DataFormatError(f"{path}:{err.lineno}: malformed JSON ({err.msg})") from None
+    except RecursionError:
+        raise DataFormatError(f"{path}: JSON nested too deeply") from None
     if not isinstance(records, list):
         raise DataFormatError(f"{path}: expected a JSON list of questions")
     questions = []

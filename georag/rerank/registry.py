@@ -16,6 +16,7 @@ from typing import Any
 from georag.config import config_from_mapping, parse_value
 from georag.rerank.base import Reranker, Retriever
 from georag.rerank.pipeline import RerankPipeline
+from georag.rerank.precision import Float32Compute
 
 __all__ = [
     "available_methods",
@@ -144,7 +145,9 @@ def make_reranker(
             raise ValueError(f"methods: keyword options need a single-stage spec, got {spec!r}; "
                              "pass options={stage: {...}} instead")
         options = {**options, names[0]: {**options.get(names[0], {}), **overrides}}
-    stages = [make_method(n, options.get(n)) for n in names]
+    built = [make_method(n, options.get(n)) for n in names]
+    # half / bfloat16 batches are computed in float32 (see georag.rerank.precision)
+    stages = [m if is_retriever(m) else Float32Compute(m) for m in built]
     if len(stages) == 1:
         return stages[0]
     alone = [s.name for s in stages if is_retriever(s)]

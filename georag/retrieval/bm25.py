@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 
 import numpy as np
@@ -16,6 +17,14 @@ FORMAT = "georag-bm25"
 VERSION = 1
 
 
+def _bm25s():
+    """Import bm25s, which sets its logger to DEBUG at import: let the caller's config decide."""
+    import bm25s
+
+    logging.getLogger("bm25s").setLevel(logging.NOTSET)
+    return bm25s
+
+
 def tokenize(texts: list[str], tokenizer: str = "default") -> list[list[str]]:
     """Split texts into tokens.
 
@@ -23,7 +32,7 @@ def tokenize(texts: list[str], tokenizer: str = "default") -> list[list[str]]:
     ``whitespace``: lowercase and split on whitespace (the HyTE-H paper's choice);
     ``stem``: ``default`` plus an English Snowball stemmer (needs PyStemmer).
     """
-    import bm25s
+    bm25s = _bm25s()
 
     if tokenizer == "whitespace":
         return [text.lower().split() for text in texts]
@@ -55,14 +64,17 @@ class BM25Index:
         cls, texts: list[str], *, k1: float = 1.2, b: float = 0.75, tokenizer: str = "default"
     ) -> BM25Index:
         """Index ``texts`` (N documents)."""
-        import bm25s
-
+        bm25s = _bm25s()
         if len(texts) == 0:
             raise ValueError("texts: cannot build a BM25 index over an empty corpus")
         if k1 < 0 or not 0 <= b <= 1:
             raise ValueError(f"k1 must be >= 0 and b in [0, 1], got k1={k1}, b={b}")
+        tokens = tokenize(texts, tokenizer)
+        if not any(tokens):
+            raise ValueError(f"texts: none of the {len(texts)} documents has an indexable "
+                             f"token (all empty or stop words, tokenizer={tokenizer!r})")
         retriever = bm25s.BM25(k1=k1, b=b)
-        retriever.index(tokenize(texts, tokenizer), show_progress=False)
+        retriever.index(tokens, show_progress=False)
         return cls(retriever, len(texts), k1=k1, b=b, tokenizer=tokenizer)
 
     def search(self, queries: list[str], k: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -108,7 +120,7 @@ class BM25Index:
     @classmethod
     def load(cls, path: str | os.PathLike) -> BM25Index:
         """Read an index written by :meth:`save` (checksums checked; ValueError naming the file)."""
-        import bm25s
+        bm25s = _bm25s()
 
         manifest = check_folder(path, format=FORMAT, version=VERSION)
         settings = manifest.get("settings")

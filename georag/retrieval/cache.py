@@ -1,16 +1,19 @@
 """An on-disk embedding cache: atomic writes, validated reads.
 
 One file per entry, ``<key>.npz``, holding the embeddings and a JSON header with the key,
-shape, dtype and a SHA-256 of the embedding bytes. Writes go to a temporary file in the
-same folder and are moved into place (:func:`georag._io.atomic_write`), so a crash midway
-leaves no readable half-written entry, and a dead writer's temporary file is removed by
-the next write. A read that finds a truncated, foreign or mismatching file
-reports it and returns ``None``, and the caller recomputes.
+shape, dtype and a SHA-256 of the embedding bytes; the whole file is sealed
+(:func:`georag._io.seal`: a SHA-256 of every byte, kept in the zip comment). Writes go to
+a temporary file in the same folder and are moved into place
+(:func:`georag._io.atomic_write`), so a crash midway leaves no readable half-written entry,
+and a dead writer's temporary file is removed by the next write. A read that finds a
+truncated, foreign or mismatching file reports it and returns ``None``, and the caller
+recomputes.
 """
 
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import logging
 import os
@@ -22,7 +25,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from georag._io import atomic_write
+from georag._io import ArtifactError, atomic_write, seal, unseal
 
 __all__ = ["EmbeddingCache", "content_hash"]
 
@@ -75,7 +78,12 @@ class EmbeddingCache:
         if not path.is_file():
             return None
         try:
-            with np.load(path, allow_pickle=False) as archive:
+            payload, _ = unseal(path.read_bytes(), where=path, format=FORMAT)
+        except ArtifactError as err:
+            log.warning("ignoring invalid cache entry (recomputing): %s", err)
+            return None
+        try:
+            with np.load(io.BytesIO(payload), allow_pickle=False) as archive:
                 header = json.loads(bytes(archive["header"]).decode())
                 embeddings = archive["embeddings"]
         except (OSError, ValueError, KeyError, EOFError, RecursionError, zipfile.BadZipFile,
@@ -114,12 +122,10 @@ class EmbeddingCache:
         }
         header_bytes = np.frombuffer(json.dumps(header).encode(), dtype=np.uint8)
 
-        def write(tmp: Path) -> None:
-            with tmp.open("wb") as handle:
-                np.savez(handle, embeddings=array, header=header_bytes)
-
+        buffer = io.BytesIO()
+        np.savez(buffer, embeddings=array, header=header_bytes)
         path = self.path(key)
-        atomic_write(path, write)
+        atomic_write(path, seal(buffer.getvalue(), format=FORMAT, version=1))
         return path
 
     def get_or_compute(

@@ -42,7 +42,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from georag._io import atomic_write
+from georag._io import ArtifactError, atomic_write, dump_manifest, load_manifest
 from georag.data.chunking import chunk_documents
 from georag.geometry.hyperbolic import hybrid_scores
 from georag.models.hyte import HyTEConfig, HyTEEncoder
@@ -344,14 +344,10 @@ class LorentzIndex:
         if not manifest_path.is_file():
             raise IndexFormatError(f"path: {path} is not a georag Lorentz index (no manifest.json)")
         try:
-            manifest = json.loads(manifest_path.read_text())
-        except (UnicodeDecodeError, json.JSONDecodeError) as err:
-            raise IndexFormatError(f"{manifest_path}: unreadable manifest ({err})") from None
-        if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
-            raise IndexFormatError(f"{manifest_path}: not a georag Lorentz index manifest")
-        if manifest.get("version") != VERSION:
-            raise IndexFormatError(
-                f"{manifest_path}: format version {manifest.get('version')}, expected {VERSION}")
+            manifest = load_manifest(manifest_path.read_bytes(), where=manifest_path,
+                                     format=FORMAT, version=VERSION)
+        except ArtifactError as err:
+            raise IndexFormatError(str(err)) from None
         try:
             return cls._load_checked(path, manifest, encoder, verify)
         except (KeyError, TypeError, IndexError, AttributeError, OverflowError, struct.error,
@@ -523,7 +519,7 @@ def _write(path: Path, *, matrix: np.ndarray, source: np.ndarray, part: np.ndarr
                   "k": float(encoder.projection.k), "power": encoder.projection.power},
         "chunking": chunking, "bm25": bm25, "search": search, "files": files,
     }
-    atomic_write(path / "manifest.json", json.dumps(manifest, indent=1).encode())
+    atomic_write(path / "manifest.json", dump_manifest(manifest))
     keep = {entry["name"].split("/")[0] for entry in files.values()}
     for stale in path.iterdir():
         if stale.name not in keep and _OWNED.match(stale.name):

@@ -132,6 +132,7 @@ def zip_server(tmp_path):
 
 def test_download_into_cache(tmp_path, zip_server, monkeypatch):
     monkeypatch.setattr("georag.data.beir.BEIR_URL", zip_server)
+    monkeypatch.setattr("georag.data.beir.BEIR_DATASETS", ("toy",))
     monkeypatch.delenv("GEORAG_DATA", raising=False)
     cache = tmp_path / "cache"
     data = load_beir("toy", cache_dir=cache)
@@ -148,6 +149,7 @@ def test_download_into_cache(tmp_path, zip_server, monkeypatch):
 )
 def test_download_failures_leave_nothing(tmp_path, zip_server, monkeypatch, name, message):
     monkeypatch.setattr("georag.data.beir.BEIR_URL", zip_server)
+    monkeypatch.setattr("georag.data.beir.BEIR_DATASETS", (name,))
     monkeypatch.delenv("GEORAG_DATA", raising=False)
     cache = tmp_path / "cache"
     with pytest.raises(ValueError, match=message):

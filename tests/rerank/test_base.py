@@ -108,7 +108,7 @@ def test_top_k_mask_respects_keep():
 
 def test_registry():
     assert "none" in available_methods()
-    assert isinstance(make_reranker("none"), IdentityReranker)
+    assert isinstance(make_reranker("none").stage, IdentityReranker)
     assert make_reranker("none+none").name == "none+none"
     with pytest.raises(ValueError, match="unknown method 'bogus'"):
         make_reranker("bogus")
