@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 EXTRAS ?= cpu,train,dev,mpnet
 
-.PHONY: venv demo test lint clean
+.PHONY: venv demo test test-all lint clean
 
 $(BIN)/.installed: pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -20,7 +20,11 @@ demo: venv
 	HF_HUB_OFFLINE=1 $(BIN)/georag demo
 
 test: venv peers
-	HF_HUB_OFFLINE=1 WANDB_MODE=offline $(BIN)/python -m pytest -q
+	OMP_NUM_THREADS=1 HF_HUB_OFFLINE=1 WANDB_MODE=offline $(BIN)/python -m pytest -q
+
+# the default suite plus the tests marked slow (full data sets, 30 + 30 fault-injection trials)
+test-all: venv peers
+	OMP_NUM_THREADS=1 HF_HUB_OFFLINE=1 WANDB_MODE=offline $(BIN)/python -m pytest -q -m ""
 
 lint: venv
 	$(BIN)/ruff check georag train tests scripts

@@ -173,6 +173,18 @@ def _eval_config(args: argparse.Namespace):
     return EvalConfig.from_dict(values)
 
 
+def _notes(rows: list[dict]) -> str:
+    """The table's legend, and a word on the hyte row when its projection is untrained."""
+    from georag.eval.report import LEGEND
+
+    notes = [LEGEND]
+    if any("hyte" in str(row.get("method", "")).split("+") for row in rows):
+        notes.append("hyte: unless its `weights` option names a trained projection, the HyTE-H "
+                     "projection is untrained (seed 0), so the row says little about the method "
+                     "(train one: python -m train fit --config configs/train/hyte_h.yaml).")
+    return "\n".join(notes)
+
+
 def _cmd_eval(args: argparse.Namespace) -> None:
     from georag.eval.report import markdown_table
     from georag.eval.runner import run_eval
@@ -186,6 +198,7 @@ def _cmd_eval(args: argparse.Namespace) -> None:
 
         print(f"W&B run: {log_to_wandb(rows, asdict(config), Path(config.out))}")
     print(markdown_table(rows))
+    print(_notes(rows))
     print(f"wrote {Path(config.out) / 'results.json'} and results.md")
 
 
@@ -205,6 +218,7 @@ def _cmd_demo(args: argparse.Namespace) -> None:
     rows = run_eval(config)
     print("\ngeorag demo: bundled corpus, dense MiniLM first stage (top 20), then each reranker\n")
     print(markdown_table(rows))
+    print(_notes(rows))
     print(f"wrote {Path(args.out) / 'results.md'}")
 
 
@@ -294,7 +308,14 @@ def _plot_flow(args: argparse.Namespace) -> None:
     flow_png = plot_flow(
         history.numpy(), args.out / "flow.png", eta=eta, relevant=torch.tensor(relevant).numpy()
     )
-    lengths = ricci.filtrate(batch).query_lengths
+    from tqdm.auto import tqdm
+
+    step = 16
+    lengths = torch.cat([
+        ricci.filtrate(batch.slice(i, i + step)).query_lengths.flatten()
+        for i in tqdm(range(0, batch.batch_size, step), desc="Ricci flow (all queries)",
+                      unit="batch")
+    ])
     finite = lengths[torch.isfinite(lengths)]
     histogram_png = plot_query_edge_histogram(finite.numpy(), args.out / "query_edges.png", eta=eta)
     print(f"wrote {flow_png} and {histogram_png}")

@@ -13,8 +13,13 @@ import torch
 
 from georag._io import ArtifactError, read_file_set, write_file_set
 
-__all__ = ["write_reports", "read_results", "markdown_table", "environment"]
+__all__ = ["write_reports", "read_results", "markdown_table", "environment", "LEGEND"]
 
+LEGEND = (
+    "ms_per_query: median latency of one query alone (B=1), this stage only; queries_per_s: "
+    "throughput with the whole query set batched; first_stage_ms_per_query: B=1 latency of "
+    "the first stage; kept_mean: candidates kept per query."
+)
 MANIFEST = "results.manifest.json"
 FORMAT = "georag-results"
 VERSION = 1
@@ -82,7 +87,7 @@ def write_reports(rows: list[dict], out: Path, *, config: dict | None = None) ->
     writer = csv.DictWriter(buffer, fieldnames=keys)
     writer.writeheader()
     writer.writerows(rows)
-    files = {"results.json": payload, "results.md": header + table,
+    files = {"results.json": payload, "results.md": header + table + "\n" + LEGEND + "\n",
              "results.csv": buffer.getvalue()}
     write_file_set(out, files, manifest=MANIFEST, format=FORMAT, version=VERSION)
 

@@ -88,10 +88,10 @@ class EvalConfig:
 
 
 def _apply(reranker: Reranker, batch: CandidateBatch, batch_size: int) -> RerankResult:
-    parts = [
-        reranker(batch.slice(start, start + batch_size))
-        for start in range(0, batch.batch_size, batch_size)
-    ]
+    starts = range(0, batch.batch_size, batch_size)
+    chunks = tqdm(starts, desc=f"  {getattr(reranker, 'name', 'method')}", unit="batch",
+                  leave=False, disable=len(starts) < 2)
+    parts = [reranker(batch.slice(start, start + batch_size)) for start in chunks]
     return RerankResult(
         scores=torch.cat([p.scores for p in parts]), keep=torch.cat([p.keep for p in parts])
     )
@@ -167,10 +167,11 @@ def evaluate_methods(
 
 
 def _apply_retriever(retriever, queries: QueryBatch, top_k: int, batch_size: int) -> RerankResult:
-    parts = [
-        retriever.retrieve(queries.slice(start, start + batch_size), top_k=top_k)
-        for start in range(0, len(queries.ids), batch_size)
-    ]
+    starts = range(0, len(queries.ids), batch_size)
+    chunks = tqdm(starts, desc=f"  {getattr(retriever, 'name', 'method')}", unit="batch",
+                  leave=False, disable=len(starts) < 2)
+    parts = [retriever.retrieve(queries.slice(start, start + batch_size), top_k=top_k)
+             for start in chunks]
     return RerankResult(
         scores=torch.cat([p.scores for p in parts]), keep=torch.cat([p.keep for p in parts])
     )

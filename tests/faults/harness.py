@@ -378,36 +378,76 @@ def flip_trials(art: Artifact, root: Path, trials: int, seed: int = 0) -> Counte
 COLUMNS = ("ok", "corrupt", "clean", "recompute", "traceback", "lost", "mid-write", "litter")
 
 
+def run_isolated(name: str, trials: int, root: Path, *, timeout: float = 900.0) -> dict:
+    """Both fault kinds for artifact ``name`` in a fresh process; ``{fault: counts}``.
+
+    A fresh process per artifact keeps one artifact's threads and libraries (faiss'
+    OpenMP, bm25s) out of the next one's forks; a hang past ``timeout`` is reported as
+    ``{"hang": 1}`` rather than waited for.
+    """
+    import json
+    import subprocess
+
+    cmd = [sys.executable, __file__, "--one", name, "--trials", str(trials), "--root", str(root)]
+    try:
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
+                              env={**os.environ, "OMP_NUM_THREADS": "1"})
+    except subprocess.TimeoutExpired:
+        return {"kill -9": {"hang": 1}, "byte flip": {"hang": 1}}
+    if done.returncode != 0:
+        raise RuntimeError(f"{name}: the trial process failed:\n{done.stderr[-3000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _one(name: str, trials: int, root: Path) -> dict:
+    art = ARTIFACTS[name]()
+    out = {}
+    for fault, fn in (("kill -9", kill_trials), ("byte flip", flip_trials)):
+        folder = root / f"{name}-{fault.replace(' ', '')}"
+        shutil.rmtree(folder, ignore_errors=True)
+        out[fault] = dict(fn(art, folder, trials))
+        shutil.rmtree(folder, ignore_errors=True)
+    return out
+
+
 def table(trials: int, names: list[str], root: Path) -> str:
     """The Markdown table: artifact x {kill -9, byte flip} -> outcome counts."""
     lines = ["| artifact | fault | trials | intact version loaded | accepted corruptions | "
              "clean errors | recomputes | tracebacks | previous lost | killed mid-write | "
              "litter left after next write |", "|---|---|---:" + "|---:" * len(COLUMNS) + "|"]
     for name in names:
-        art = ARTIFACTS[name]()
-        for fault, fn in (("kill -9", kill_trials), ("byte flip", flip_trials)):
-            folder = root / f"{name}-{fault.replace(' ', '')}"
-            shutil.rmtree(folder, ignore_errors=True)
-            start = time.perf_counter()
-            got = fn(art, folder, trials)
-            took = time.perf_counter() - start
+        start = time.perf_counter()
+        counts = run_isolated(name, trials, root)
+        label = ARTIFACTS[name]().name
+        for fault, got in counts.items():
             cells = " | ".join(str(got.get(c, 0)) for c in COLUMNS)
-            lines.append(f"| {art.name} | {fault} | {trials} | {cells} |")
-            print(f"  {art.name} {fault}: {dict(got)} ({took:.1f} s)", file=sys.stderr)
+            hang = " (HANG)" if got.get("hang") else ""
+            lines.append(f"| {label}{hang} | {fault} | {trials} | {cells} |")
+        print(f"  {label}: {counts} ({time.perf_counter() - start:.1f} s)", file=sys.stderr)
     return "\n".join(lines)
 
 
 def main() -> None:
+    import json
+    import logging
+
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trials", type=int, default=30)
     parser.add_argument("--artifacts", default=",".join(ARTIFACTS))
     parser.add_argument("--root", type=Path, default=Path("runs/faults"))
+    parser.add_argument("--one", help=argparse.SUPPRESS)  # internal: one artifact, JSON out
     args = parser.parse_args()
     torch.set_num_threads(1)
+    logging.disable(logging.WARNING)  # the cache's "recomputing" warnings, 30 times over
+    if args.one:
+        print(json.dumps(_one(args.one, args.trials, args.root)))
+        return
     print(f"threads 1, load average {os.getloadavg()}", file=sys.stderr)
     print(table(args.trials, args.artifacts.split(","), args.root))
     shutil.rmtree(args.root, ignore_errors=True)
 
 
 if __name__ == "__main__":
+    if __package__ in (None, ""):
+        sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
     main()
