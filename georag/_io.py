@@ -609,7 +609,10 @@ def load_torch(path: str | os.PathLike, *, format: str, version: int = 1) -> obj
     payload, _ = unseal(path.read_bytes(), where=path, format=format, version=version)
     try:
         return torch.load(io.BytesIO(payload), map_location="cpu", weights_only=True)
-    except (pickle.UnpicklingError, RuntimeError, EOFError, ValueError, KeyError,
+    except pickle.UnpicklingError:
+        raise ArtifactError(f"{path}: not a loadable {format} file (it holds objects other "
+                            "than tensors and plain containers; refused)") from None
+    except (RuntimeError, EOFError, ValueError, KeyError,
             AttributeError, TypeError, zipfile.BadZipFile) as err:
         reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise ArtifactError(f"{path}: not a loadable {format} file ({reason[:200]})") from None

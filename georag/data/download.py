@@ -54,7 +54,13 @@ def download_and_extract(url: str, cache_dir: Path, name: str, *, timeout: float
             ) from None
         if not zipfile.is_zipfile(archive):
             raise ValueError(f"name_or_path: {url} did not return a zip archive")
-        extracted = safe_extract(archive, tmp / "extracted")
+        try:
+            extracted = safe_extract(archive, tmp / "extracted")
+        except ValueError as err:
+            reason = str(err).split(": ", 1)[-1]
+            raise ValueError(
+                f"name_or_path: the archive from {url} was refused: {reason}"
+            ) from None
         folder = extracted / name
         if not folder.is_dir():
             raise ValueError(f"name_or_path: the archive from {url} holds no folder {name!r}/")

@@ -234,9 +234,10 @@ def _results() -> Artifact:
         return {"rows": rows, "md": files["results.md"], "csv": files["results.csv"]}
 
     def expected(v: int) -> object:
-        from georag.eval.report import markdown_table
+        from georag.eval.report import LEGEND, markdown_table
 
-        return {"rows": _rows(v), "md": markdown_table(_rows(v)).encode(), "csv": None}
+        md = markdown_table(_rows(v)) + "\n" + LEGEND + "\n"
+        return {"rows": _rows(v), "md": md.encode(), "csv": None}
 
     art = Artifact("results set", lambda root, v: write_reports(_rows(v), root), load,
                    expected, lambda root: root)
