@@ -86,7 +86,7 @@ def test_yaml_python_tag(tmp_path, capsys):
     config = tmp_path / "eval.yaml"
     config.write_text("dataset: demo\nmethods: !!python/object/apply:os.system ['echo hi']\n")
     line = _cli(["eval", "--config", str(config)], capsys)
-    assert f"{config}:2: not plain YAML" in line
+    assert f"{config}:2 is not valid YAML" in line
 
 
 def test_yaml_not_a_mapping(tmp_path, capsys):
