@@ -538,6 +538,11 @@ def safe_extract(archive: str | os.PathLike, dest: str | os.PathLike, *,
         clash = sorted(files & folders)
         if clash:
             raise ValueError(f"{where}: entry {clash[0]!r} is both a file and a folder")
+        for info in infos:
+            if info.file_size > 1 << 20 and info.file_size > max_ratio * max(info.compress_size, 1):
+                raise ValueError(f"{where}: entry {info.filename!r} would inflate "
+                                 f"{info.file_size / max(info.compress_size, 1):.0f}x, more than "
+                                 f"{max_ratio:g}x (a zip bomb?)")
         declared = sum(info.file_size for info in infos)
         if declared > max_total_bytes:
             raise ValueError(f"{where}: would inflate to {declared} bytes, the limit is "
@@ -563,7 +568,11 @@ def safe_extract(archive: str | os.PathLike, dest: str | os.PathLike, *,
                                 f"{max_ratio:g}x (a zip bomb?)")
                         sink.write(block)
             except (zipfile.BadZipFile, EOFError, zlib.error) as err:
+                out.unlink(missing_ok=True)
                 raise ValueError(f"{where}: entry {info.filename!r} is corrupt ({err})") from None
+            except ValueError:
+                out.unlink(missing_ok=True)
+                raise
     return dest
 
 

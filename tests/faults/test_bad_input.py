@@ -181,7 +181,7 @@ def test_zip_entries_refused(tmp_path, entries, link, message):
 def test_zip_bomb_and_limits(tmp_path):
     bomb = _zip(tmp_path / "bomb.zip", [("toy/zeros", bytes(64 << 20))])
     assert bomb.stat().st_size < 100_000
-    with pytest.raises(ValueError, match="inflates more than 200x"):
+    with pytest.raises(ValueError, match="would inflate [0-9]+x, more than 200x"):
         safe_extract(bomb, tmp_path / "out")
     with pytest.raises(ValueError, match="would inflate to"):
         safe_extract(bomb, tmp_path / "out2", max_total_bytes=1 << 20)
