@@ -63,7 +63,9 @@ class HyTEDataModule(L.LightningDataModule):
         Qrels file of the training queries.
     val_fraction : float
         Share of the training queries (seeded) held out for validation NDCG@10; their pairs
-        are not trained on.
+        are not trained on. 0 trains on every query without validation (then also pass
+        ``trainer.limit_val_batches=0`` and no checkpoint monitor): a refit for an epoch
+        count chosen on held-out queries before.
     val_split : str, optional
         Validate on this qrels split instead of held-out training queries (a dev split);
         ``test`` is refused, since validation picks the checkpoint.
@@ -109,8 +111,8 @@ class HyTEDataModule(L.LightningDataModule):
             raise ValueError(f"need hard_negatives >= 0, random_negatives >= 0 and "
                              f"negative_depth >= 1, got {hard_negatives}, {random_negatives}, "
                              f"{negative_depth}")
-        if not 0.0 < val_fraction < 1.0:
-            raise ValueError(f"val_fraction must lie in (0, 1), got {val_fraction}")
+        if not 0.0 <= val_fraction < 1.0:
+            raise ValueError(f"val_fraction must lie in [0, 1), got {val_fraction}")
         if val_split == "test":
             raise ValueError("val_split: 'test' would choose the checkpoint on the test split; "
                              "leave it unset to validate on held-out training queries")
@@ -129,7 +131,7 @@ class HyTEDataModule(L.LightningDataModule):
         else:  # hold out a seeded share of the training queries
             judged_q = sorted(q for q, docs in train.qrels.items() if any(docs.values()))
             order = np.random.default_rng(hp.seed).permutation(len(judged_q))
-            held = {judged_q[i] for i in order[:max(1, round(hp.val_fraction * len(judged_q)))]}
+            held = {judged_q[i] for i in order[:round(hp.val_fraction * len(judged_q))]}
             val_qrels = {q: train.qrels[q] for q in sorted(held)}
             val_queries = {q: train.queries[q] for q in sorted(held)}
             train_qrels = {q: d for q, d in train.qrels.items() if q not in held}

@@ -102,6 +102,7 @@ def test_unknown_ids_are_errors(demo_run, tmp_path, embedding_cache_dir):
         )
 
 
+@pytest.mark.slow  # two Lightning processes: about 2 minutes on a loaded 2-core machine
 def test_two_process_ddp_equals_single_process(demo_run, tmp_path, embedding_cache_dir):
     demo, run_path = demo_run
     outputs = {}

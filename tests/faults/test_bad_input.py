@@ -101,6 +101,7 @@ def test_mistyped_dataset_suggests_without_download(monkeypatch, tmp_path, capsy
 
     monkeypatch.setattr("georag.data.beir.download_and_extract", no_download)
     monkeypatch.setenv("GEORAG_CACHE", str(tmp_path / "cache"))
+    monkeypatch.delenv("GEORAG_DATA", raising=False)
     (tmp_path / "data" / "scifact").mkdir(parents=True)
     (tmp_path / "data" / "scifact" / "corpus.jsonl").write_text("")
     line = _cli(["eval", "--dataset", "scifcat", "--data-dir", str(tmp_path / "data")], capsys)
@@ -184,7 +185,8 @@ def test_zip_bomb_and_limits(tmp_path):
     with pytest.raises(ValueError, match="would inflate [0-9]+x, more than 200x"):
         safe_extract(bomb, tmp_path / "out")
     with pytest.raises(ValueError, match="would inflate to"):
-        safe_extract(bomb, tmp_path / "out2", max_total_bytes=1 << 20)
+        safe_extract(bomb, tmp_path / "out2", max_total_bytes=1 << 20, max_ratio=1e6)
+    assert not any(p.is_file() for p in (tmp_path / "out").rglob("*"))  # nothing written
     many = _zip(tmp_path / "many.zip", [(f"toy/{i}", b"x") for i in range(20)])
     with pytest.raises(ValueError, match="20 entries, the limit is 10"):
         safe_extract(many, tmp_path / "out3", max_entries=10)
