@@ -87,11 +87,18 @@ class EvalConfig:
         return options
 
 
+def _progress(method: object, total: int, batch_size: int) -> tqdm:
+    """A per-method bar over queries (shown when the method runs in more than one batch)."""
+    return tqdm(total=total, desc=f"  {getattr(method, 'name', 'method')}", unit="query",
+                leave=False, disable=total <= batch_size)
+
+
 def _apply(reranker: Reranker, batch: CandidateBatch, batch_size: int) -> RerankResult:
-    starts = range(0, batch.batch_size, batch_size)
-    chunks = tqdm(starts, desc=f"  {getattr(reranker, 'name', 'method')}", unit="batch",
-                  leave=False, disable=len(starts) < 2)
-    parts = [reranker(batch.slice(start, start + batch_size)) for start in chunks]
+    parts = []
+    with _progress(reranker, batch.batch_size, batch_size) as bar:
+        for start in range(0, batch.batch_size, batch_size):
+            parts.append(reranker(batch.slice(start, start + batch_size)))
+            bar.update(parts[-1].scores.shape[0])
     return RerankResult(
         scores=torch.cat([p.scores for p in parts]), keep=torch.cat([p.keep for p in parts])
     )
@@ -167,11 +174,12 @@ def evaluate_methods(
 
 
 def _apply_retriever(retriever, queries: QueryBatch, top_k: int, batch_size: int) -> RerankResult:
-    starts = range(0, len(queries.ids), batch_size)
-    chunks = tqdm(starts, desc=f"  {getattr(retriever, 'name', 'method')}", unit="batch",
-                  leave=False, disable=len(starts) < 2)
-    parts = [retriever.retrieve(queries.slice(start, start + batch_size), top_k=top_k)
-             for start in chunks]
+    parts = []
+    with _progress(retriever, len(queries.ids), batch_size) as bar:
+        for start in range(0, len(queries.ids), batch_size):
+            parts.append(retriever.retrieve(queries.slice(start, start + batch_size),
+                                            top_k=top_k))
+            bar.update(parts[-1].scores.shape[0])
     return RerankResult(
         scores=torch.cat([p.scores for p in parts]), keep=torch.cat([p.keep for p in parts])
     )
