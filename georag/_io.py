@@ -27,7 +27,10 @@ version that are checked on load:
   entries under a file, and enforces limits on total size, entry count and compression
   ratio.
 
-Errors are :class:`ArtifactError` (a ``ValueError``) naming the file.
+Errors are :class:`ArtifactError` (a ``ValueError``) naming the file. One writer per
+target at a time is assumed: concurrent writers of the same artifact are not coordinated
+(each write is still atomic, the last one wins), and temporary entries of a writer on
+another host sharing the file system count as stale only by age.
 """
 
 from __future__ import annotations
