@@ -29,8 +29,9 @@ version that are checked on load:
 
 Errors are :class:`ArtifactError` (a ``ValueError``) naming the file. One writer per
 target at a time is assumed: concurrent writers of the same artifact are not coordinated
-(each write is still atomic, the last one wins), and temporary entries of a writer on
-another host sharing the file system count as stale only by age.
+(single files: each write is atomic and the last one wins; file sets and folders: a second
+writer may fail with an ``OSError``), and temporary entries of a writer on another host
+sharing the file system count as stale only by age.
 """
 
 from __future__ import annotations
