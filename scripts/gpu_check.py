@@ -88,7 +88,8 @@ def cases(scale: float) -> dict[str, tuple[Callable, tuple, float]]:
             1e-4,
         ),
         "ricci flow (B=1024, N=21, 20 it)": (
-            lambda lengths, adj: ricci_flow(lengths, adj, iterations=20),
+            lambda lengths, adj: ricci_flow(lengths, adj, iterations=20, method="sinkhorn",
+                                            accuracy=None),
             (unit, adjacency),
             1e-3,
         ),

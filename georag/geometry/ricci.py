@@ -23,18 +23,22 @@ and is meant for checks).
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass
 
 import torch
 
 from georag.geometry.graphs import shortest_paths
 from georag.geometry.transport import (
+    emd,
     max_cost_over_epsilon,
     sinkhorn_shared_cost,
     sinkhorn_shared_cost_scaled,
+    transport_bounds,
 )
 
 __all__ = [
+    "RicciConvergenceWarning",
     "RicciFlowResult",
     "node_measures",
     "ollivier_ricci",
@@ -42,22 +46,34 @@ __all__ = [
     "largest_component",
     "CURVATURE_METHODS",
     "SINKHORN_ACCURACY",
+    "EXACT_MAX_SUPPORT",
 ]
 
-CURVATURE_METHODS = ("sinkhorn", "exact")
+CURVATURE_METHODS = ("auto", "exact", "sinkhorn", "average")
+#: ``method="auto"`` solves every edge exactly (network simplex) when both closed
+#: neighbourhoods have at most this many nodes, and by Sinkhorn otherwise (the rule of
+#: GraphRicciCurvature's "OTDSinkhornMix", with its threshold). On a CPU the exact solve
+#: is the cheaper one at these sizes (docs/methods/ricci_filtration.md, "Choosing the
+#: solver").
+EXACT_MAX_SUPPORT = 2000
 
-#: Sinkhorn settings of :func:`ollivier_ricci` that keep the curvature within 1e-3 of the
-#: exact transport on random unit-length and weighted graphs (``ollivier_ricci(lengths,
-#: adjacency, **SINKHORN_ACCURACY)``): a small regularization, float64 iterations and
-#: enough of them for the degenerate problems of unit-length graphs.
-SINKHORN_ACCURACY = {"epsilon": 0.004, "max_iter": 60_000, "tol": 1e-8,
-                     "transport_dtype": torch.float64}
+#: Certified Sinkhorn within 5e-4 of the exact curvature on every edge
+#: (``ollivier_ricci(lengths, adjacency, **SINKHORN_ACCURACY)``, also for
+#: :func:`ricci_flow`): a smaller regularization and more iterations than the defaults,
+#: so that fewer edges fall back to the exact solve.
+SINKHORN_ACCURACY = {"method": "sinkhorn", "epsilon": 0.01, "max_iter": 3000, "tol": 1e-7,
+                     "accuracy": 5e-4}
 _NEIGHBOUR_WEIGHT_FLOOR = 1e-7  # GraphRicciCurvature's EPSILON
 _ZERO_DISTANCE = 1e-7
 _KERNEL_SPAN = 1.6  # widest cost / epsilon, in units of max_cost_over_epsilon
 
 
-def _check_graph(lengths: torch.Tensor, adjacency: torch.Tensor) -> None:
+class RicciConvergenceWarning(RuntimeWarning):
+    """A flow step's Sinkhorn solves missed their tolerance (``accuracy=None`` only)."""
+
+
+def _check_graph(lengths: torch.Tensor, adjacency: torch.Tensor, directed: bool = False
+                 ) -> None:
     if lengths.dim() != 3 or lengths.shape[1] != lengths.shape[2]:
         raise ValueError(f"lengths must have shape (B, N, N), got {tuple(lengths.shape)}")
     if not lengths.is_floating_point():
@@ -67,15 +83,16 @@ def _check_graph(lengths: torch.Tensor, adjacency: torch.Tensor) -> None:
             f"adjacency must be a bool tensor of shape {tuple(lengths.shape)}, "
             f"got {adjacency.dtype} {tuple(adjacency.shape)}"
         )
-    if not torch.equal(adjacency, adjacency.transpose(1, 2)):
-        raise ValueError("adjacency must be symmetric (undirected graphs)")
+    if not directed and not torch.equal(adjacency, adjacency.transpose(1, 2)):
+        raise ValueError("adjacency must be symmetric (undirected graphs; directed=True "
+                         "for directed ones)")
     if adjacency.diagonal(dim1=1, dim2=2).any():
         raise ValueError("adjacency must be False on the diagonal (no self loops)")
     edge_lengths = lengths[adjacency]
     if not torch.isfinite(edge_lengths).all() or (edge_lengths < 0).any():
         raise ValueError("lengths must be finite and non-negative on every edge")
     upper = lengths.masked_fill(~adjacency, 0.0)
-    if not torch.equal(upper, upper.transpose(1, 2)):
+    if not directed and not torch.equal(upper, upper.transpose(1, 2)):
         raise ValueError("lengths must be symmetric on the edges")
 
 
@@ -140,13 +157,14 @@ def _node_measures(lengths: torch.Tensor, adjacency: torch.Tensor, *, alpha: flo
     return (1.0 - alpha) * spread.masked_fill(isolated, 0.0) + keep * eye
 
 
-def _edge_index(adjacency: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Padded list of the undirected edges ``i < j`` of each graph.
+def _edge_index(adjacency: torch.Tensor, directed: bool = False
+                ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Padded list of the edges of each graph: ``i < j`` (undirected) or every ``i -> j``.
 
     Returns ``(i, j, valid)``, each of shape (B, E) with E the largest edge count.
     """
     b, n, _ = adjacency.shape
-    upper = torch.triu(adjacency, diagonal=1).reshape(b, n * n)
+    upper = (adjacency if directed else torch.triu(adjacency, diagonal=1)).reshape(b, n * n)
     counts = upper.sum(1)
     e = int(counts.max()) if b else 0
     order = torch.argsort((~upper).to(torch.int8), dim=1, stable=True)[:, :e]
@@ -155,29 +173,56 @@ def _edge_index(adjacency: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, to
 
 
 def _scatter_edges(values: torch.Tensor, i: torch.Tensor, j: torch.Tensor, valid: torch.Tensor,
-                   n: int) -> torch.Tensor:
+                   n: int, directed: bool = False) -> torch.Tensor:
     b = values.shape[0]
     out = values.new_zeros(b, n * n)
     values = values.masked_fill(~valid, 0.0)
     out.scatter_add_(1, i * n + j, values)
-    out.scatter_add_(1, j * n + i, values)
+    if not directed:
+        out.scatter_add_(1, j * n + i, values)
     return out.view(b, n, n)
 
 
-def _transport_exact(measures: torch.Tensor, dist: torch.Tensor, i: torch.Tensor,
-                     j: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
-    """Exact W(m_i, m_j) by POT's network simplex, one edge at a time (for checks)."""
-    import numpy as np
-    import ot
+def _neighbourhoods(adjacency: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Closed neighbourhood ``N[x]`` of every node as a padded index list.
 
-    m = measures.detach().cpu().double().numpy()
-    d = dist.detach().cpu().double().numpy()
-    out = np.zeros(tuple(i.shape))
-    for g, e in valid.nonzero().tolist():
-        x, y = int(i[g, e]), int(j[g, e])
-        sx, sy = np.flatnonzero(m[g, x] > 0), np.flatnonzero(m[g, y] > 0)
-        out[g, e] = ot.emd2(m[g, x, sx], m[g, y, sy], d[g][np.ix_(sx, sy)])
-    return torch.from_numpy(out).to(measures.dtype).to(measures.device)
+    Returns ``(index (B, N, K), mask (B, N, K))`` with K the largest closed degree.
+    """
+    n = adjacency.shape[1]
+    closed = adjacency | torch.eye(n, dtype=torch.bool, device=adjacency.device)
+    k = int(closed.sum(2).max()) if closed.numel() else 1
+    index = torch.argsort((~closed).to(torch.int8), dim=2, stable=True)[:, :, :k]
+    return index, torch.gather(closed, 2, index)
+
+
+def _edge_problems(neighbours: tuple[tuple[torch.Tensor, torch.Tensor], ...],
+                   dist: torch.Tensor, i: torch.Tensor, j: torch.Tensor, *tensors: torch.Tensor
+                   ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, list[torch.Tensor]]:
+    """Each edge's transport problem restricted to ``N[x] x N[y]``.
+
+    ``neighbours`` holds the closed neighbourhoods of the sources and of the targets
+    (the same for undirected graphs; in- and out-neighbourhoods for directed ones).
+    ``tensors`` are (B, E, N) node values (masses, potentials) of the edge problems;
+    the first half is gathered on ``N[x]``, the second half on ``N[y]``. Returns the
+    costs (B, E, K, K') (0 on padding), the two padding masks (B, E, K), (B, E, K') and
+    the gathered tensors, 0 on padding.
+    """
+    (index_x, mask_x), (index_y, mask_y) = neighbours
+    b, e = i.shape
+    rows_g = torch.arange(b, device=dist.device).view(b, 1)
+    rows, cols = index_x[rows_g, i], index_y[rows_g, j]
+    row_mask, col_mask = mask_x[rows_g, i], mask_y[rows_g, j]
+    flat = dist.reshape(b, -1)
+    pairs = (rows.unsqueeze(3) * dist.shape[1] + cols.unsqueeze(2)).reshape(b, -1)
+    cost = torch.gather(flat, 1, pairs).view(b, e, rows.shape[2], cols.shape[2])
+    both = row_mask.unsqueeze(3) & col_mask.unsqueeze(2)
+    cost = torch.where(both, cost, torch.zeros_like(cost))
+    half = len(tensors) // 2
+    out = []
+    for t, (idx, m) in zip(tensors, [(rows, row_mask)] * half + [(cols, col_mask)] * half):
+        out.append(torch.where(m, torch.gather(t, 2, idx), torch.zeros((), dtype=t.dtype,
+                                                                          device=t.device)))
+    return cost, row_mask, col_mask, out
 
 
 @dataclass
@@ -193,13 +238,17 @@ def _warm_start(warm: _WarmStart, source: torch.Tensor, eps: torch.Tensor
 
     ``u`` is defined up to a factor per problem, and the support of ``source`` moves from
     one flow step to the next: the start is scaled to ``max u = 1`` over the current
-    support (a support the old potentials do not reach starts from ones).
+    support. A problem whose carried potentials do not reach its support, or are not
+    finite (a failed solve), starts from ones.
     """
     if warm.potential is None:
         return None
     logits = (warm.potential / eps.view(-1, 1, 1)).masked_fill(source <= 0, -math.inf)
+    logits = torch.where(logits.isnan(), -math.inf, logits)
     top = logits.amax(-1, keepdim=True)
-    start = torch.where(torch.isfinite(top), (logits - top).exp(), (source > 0).to(source.dtype))
+    start = (logits - top).exp()
+    ok = torch.isfinite(top) & (torch.where(source > 0, start, 1.0) > 0).all(-1, keepdim=True)
+    start = torch.where(ok, start, (source > 0).to(source.dtype))
     return start, start
 
 
@@ -214,49 +263,113 @@ def _curvature(
     epsilon: float,
     max_iter: int,
     tol: float,
+    accuracy: float | None,
     transport_dtype: torch.dtype | None,
     warm: _WarmStart | None,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Curvature on the padded edge list; returns (kappa (B, E), converged (B, E))."""
+    directed: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Curvature on the padded edge list.
+
+    Returns ``(kappa (B, E), converged (B, E), exact (B, E))``; ``exact`` marks the edges
+    whose transport was solved by the network simplex.
+    """
     i, j, valid = edges
     b, n, _ = lengths.shape
-    dist = shortest_paths(lengths, adjacency)
-    measures = _node_measures(lengths, adjacency, alpha=alpha, exp_power=exp_power)
+    # measures and distances in float64: the net masses m_x - m_y cancel, and the
+    # certificate compares costs to each edge's own distance
+    lengths64 = lengths.double()
+    dist = shortest_paths(lengths64, adjacency)
+    out_measures = _node_measures(lengths64, adjacency, alpha=alpha, exp_power=exp_power)
+    # GraphRicciCurvature's directed measures: the source spreads over its predecessors,
+    # the target over its successors
+    in_measures = _node_measures(lengths64.transpose(1, 2), adjacency.transpose(1, 2),
+                                 alpha=alpha, exp_power=exp_power) if directed else out_measures
     rows = torch.arange(b, device=lengths.device).unsqueeze(1)
     d_edge = dist[rows, i, j]
+    spread = valid & (d_edge >= _ZERO_DISTANCE)
+    neighbours = (_neighbourhoods(adjacency.transpose(1, 2)) if directed else
+                  _neighbourhoods(adjacency), _neighbourhoods(adjacency))
+    if method == "average":
+        transport = _average_transport(adjacency, dist, d_edge, i, j, alpha=alpha,
+                                       directed=directed)
+        kappa = torch.where(spread, 1.0 - transport / d_edge.clamp_min(_ZERO_DISTANCE), 0.0)
+        return kappa.to(lengths.dtype), torch.ones_like(valid), torch.zeros_like(valid)
+    # Only the mass that must move: W(m_x, m_y) = W((m_x - m_y)+, (m_y - m_x)+) when the
+    # cost obeys the triangle inequality (shortest paths do, directed or not); the shared
+    # mass would otherwise leak under the entropic blur. Each problem is solved at unit
+    # mass; one whose moving mass is at rounding level (identical measures) costs 0.
+    surplus = in_measures[rows, i] - out_measures[rows, j]
+    source, target = surplus.clamp_min(0.0), (-surplus).clamp_min(0.0)
+    out_mass, in_mass = source.sum(-1, keepdim=True), target.sum(-1, keepdim=True)
+    moving = (torch.minimum(out_mass, in_mass) > 64 * torch.finfo(torch.float64).eps) & (
+        spread.unsqueeze(-1))
+    point = torch.zeros_like(source[:1, :1])
+    point[..., 0] = 1.0
+    source = torch.where(moving, source / out_mass, point)
+    target = torch.where(moving, target / in_mass, point)
+    mass = ((out_mass + in_mass) / 2).squeeze(-1)
+    moving = moving.squeeze(-1)
+    if method == "auto":
+        support = max(neighbours[0][0].shape[2], neighbours[1][0].shape[2])
+        method = "exact" if support <= EXACT_MAX_SUPPORT else "sinkhorn"
     if method == "exact":
-        transport = _transport_exact(measures, dist, i, j, valid)
-        converged = valid.clone()
+        cost, _, _, (a, bb) = _edge_problems(neighbours, dist, i, j, source, target)
+        unit = torch.zeros_like(d_edge)
+        unit[moving] = emd(a[moving], bb[moving], cost[moving])
+        converged, exact = valid.clone(), moving
     else:
-        work = transport_dtype or lengths.dtype
-        # Only the mass that must move: W(m_x, m_y) = W((m_x - m_y)+, (m_y - m_x)+) on a
-        # metric; the shared mass would otherwise leak under the entropic blur.
-        # Each problem is solved at unit mass; one whose moving mass is at rounding level
-        # (identical measures) costs 0 and solves a point mass on node 0 instead.
-        surplus = measures[rows, i] - measures[rows, j]
-        source, target = surplus.clamp_min(0.0), (-surplus).clamp_min(0.0)
-        out_mass, in_mass = source.sum(-1, keepdim=True), target.sum(-1, keepdim=True)
-        moving = torch.minimum(out_mass, in_mass) > 64 * torch.finfo(lengths.dtype).eps
-        point = torch.zeros_like(source[:1, :1])
-        point[..., 0] = 1.0
-        source = torch.where(moving, source / out_mass, point).to(work)
-        target = torch.where(moving, target / in_mass, point).to(work)
-        cost = dist.to(work)
-        eps, center = _sinkhorn_epsilon(lengths, adjacency, dist, epsilon=epsilon, dtype=work)
+        work = torch.float64 if accuracy is not None else transport_dtype or lengths.dtype
+        eps, center = _sinkhorn_epsilon(lengths64, adjacency | adjacency.transpose(1, 2), dist,
+                                        epsilon=epsilon, dtype=work)
+        src, dst, cost = source.to(work), target.to(work), dist.to(work)
         if warm is None:
-            out = sinkhorn_shared_cost_scaled(source, target, cost, epsilon=eps,
-                                              start=2 * center, max_iter=max_iter, tol=tol,
-                                              center=center)
+            out = sinkhorn_shared_cost_scaled(src, dst, cost, epsilon=eps, start=2 * center,
+                                              max_iter=max_iter, tol=tol, center=center)
         else:
-            out = sinkhorn_shared_cost(source, target, cost, epsilon=eps, max_iter=max_iter,
-                                       tol=tol, init=_warm_start(warm, source, eps), center=center)
+            out = sinkhorn_shared_cost(src, dst, cost, epsilon=eps, max_iter=max_iter,
+                                       tol=tol, init=_warm_start(warm, src, eps), center=center)
             warm.potential = eps.view(-1, 1, 1) * out.f.clamp_min(torch.finfo(work).tiny).log()
-        mass = (out_mass + in_mass).squeeze(-1) / 2
-        transport = torch.where(moving.squeeze(-1), mass * out.cost.to(lengths.dtype), 0.0)
-        converged = out.converged | ~valid
-    safe = d_edge.clamp_min(_ZERO_DISTANCE)
-    kappa = torch.where(d_edge < _ZERO_DISTANCE, torch.zeros_like(d_edge), 1.0 - transport / safe)
-    return kappa.masked_fill(~valid, 0.0), converged
+        unit = out.cost.double()
+        converged = out.converged | ~moving
+        if accuracy is not None:
+            # certified: the exact cost lies in [lower, upper]; the estimate is the upper
+            # bound (the rounded plan, the tighter of the two in practice), so its
+            # curvature error is at most mass * (upper - lower) / d
+            e64 = eps.double().view(-1, 1, 1)
+            f = e64 * out.f.double().log() + center.double().view(-1, 1, 1)
+            g = e64 * out.g.double().log()
+            costs, _, _, (a, f_x, bb, g_y) = _edge_problems(neighbours, dist, i, j,
+                                                            source, f, target, g)
+            bounds = transport_bounds(a, bb, costs, f_x, g_y, eps.double().view(-1, 1))
+            unit = bounds.upper
+            error = mass * (bounds.upper - bounds.lower) / d_edge.clamp_min(_ZERO_DISTANCE)
+            converged = (error <= accuracy) | ~moving
+        exact = moving & ~(converged & torch.isfinite(unit))
+        if bool(exact.any()):
+            costs, _, _, (a, bb) = _edge_problems(neighbours, dist, i, j, source, target)
+            unit = unit.masked_scatter(exact, emd(a[exact], bb[exact], costs[exact]))
+        if accuracy is not None:
+            converged = converged | exact
+    transport = torch.where(moving, mass * unit, 0.0)
+    kappa = torch.where(moving, 1.0 - transport / d_edge.clamp_min(_ZERO_DISTANCE),
+                        torch.where(spread, 1.0, 0.0))
+    return kappa.masked_fill(~valid, 0.0).to(lengths.dtype), converged | ~valid, exact
+
+
+def _average_transport(adjacency: torch.Tensor, dist: torch.Tensor, d_edge: torch.Tensor,
+                       i: torch.Tensor, j: torch.Tensor, *, alpha: float, directed: bool
+                       ) -> torch.Tensor:
+    """GraphRicciCurvature's "ATD": ``alpha d(x, y)`` plus ``1 - alpha`` spread evenly over
+    every pair (neighbour of x, neighbour of y), whatever the weights (B, E)."""
+    rows = torch.arange(adjacency.shape[0], device=adjacency.device).unsqueeze(1)
+    step = adjacency.double()
+    near_x = (step.transpose(1, 2) if directed else step)[rows, i]  # (B, E, N)
+    near_y = step[rows, j]
+    pairs = near_x.sum(-1) * near_y.sum(-1)
+    total = torch.einsum("ben,bnm,bem->be", near_x, torch.where(torch.isfinite(dist), dist, 0.0),
+                         near_y)
+    share = torch.where(pairs > 0, (1.0 - alpha) * total / pairs.clamp_min(1.0), 0.0)
+    return alpha * d_edge + share
 
 
 def _sinkhorn_epsilon(lengths: torch.Tensor, adjacency: torch.Tensor, dist: torch.Tensor, *,
@@ -283,63 +396,96 @@ def _sinkhorn_epsilon(lengths: torch.Tensor, adjacency: torch.Tensor, dist: torc
     return eps.to(dtype), (widest / 2).to(dtype)
 
 
+def _check_accuracy(accuracy: float | None) -> None:
+    if accuracy is not None and not (math.isfinite(accuracy) and accuracy > 0):
+        raise ValueError(f"accuracy must be positive and finite or None, got {accuracy}")
+
+
 def ollivier_ricci(
     lengths: torch.Tensor,
     adjacency: torch.Tensor,
     *,
     alpha: float = 0.5,
     exp_power: float = 2.0,
-    method: str = "sinkhorn",
+    method: str = "auto",
     epsilon: float = 0.03,
     max_iter: int = 1000,
     tol: float = 1e-5,
+    accuracy: float | None = 5e-3,
     transport_dtype: torch.dtype | None = torch.float64,
+    directed: bool = False,
+    edge_mask: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Ollivier-Ricci curvature ``kappa_xy = 1 - W(m_x, m_y) / d(x, y)`` of every edge.
 
     Parameters
     ----------
     lengths : torch.Tensor, shape (B, N, N)
-        Non-negative symmetric edge lengths (read where ``adjacency``).
+        Non-negative edge lengths (read where ``adjacency``), symmetric unless
+        ``directed``. Any value from 0 up works; ``kappa = 0`` where ``d(x, y) < 1e-7``.
     adjacency : torch.Tensor, shape (B, N, N), bool
-        Symmetric edge mask, no self loops. Any number of components; isolated
-        (e.g. padding) nodes carry no edge.
+        Edge mask, no self loops, symmetric unless ``directed``. Any number of
+        components; isolated (e.g. padding) nodes carry no edge.
     alpha, exp_power : float
         Node measures, see :func:`node_measures`.
-    method : {"sinkhorn", "exact"}
-        ``"sinkhorn"``: batched entropic transport (:func:`sinkhorn_shared_cost`);
-        ``"exact"``: POT's network simplex per edge, slow, for checks.
-    epsilon : float
-        Sinkhorn regularization relative to each graph's mean edge length; raised per
-        graph where the costs between two neighbourhoods would not fit the kernel's
-        exponent range in ``transport_dtype``. The solve is epsilon-scaled from the
-        widest such cost down to it (:func:`sinkhorn_shared_cost_scaled`).
-    max_iter, tol : int, float
-        Iteration cap and L1 marginal tolerance of the last Sinkhorn stage. The defaults
-        (0.03, 1000, 1e-5) keep the curvature within 1e-2 of the exact one on random
-        unit-length and weighted graphs (lengths in [0.5, 2]) with 5 to 41 nodes, in
-        float32 and float64; :data:`SINKHORN_ACCURACY` within 1e-3 (about 50 times
-        slower; figures in docs/methods/ricci_filtration.md).
+    method : {"auto", "exact", "sinkhorn", "average"}
+        ``"exact"``: POT's network simplex per edge on the two neighbourhoods
+        (:func:`~georag.geometry.transport.emd`, CPU); ``"sinkhorn"``: batched entropic
+        transport (:func:`~georag.geometry.transport.sinkhorn_shared_cost_scaled`),
+        certified per edge within ``accuracy`` and re-solved exactly where the
+        certificate fails; ``"auto"``: exact when every closed neighbourhood has at most
+        :data:`EXACT_MAX_SUPPORT` nodes, else Sinkhorn; ``"average"``: GraphRicciCurvature's
+        average transportation distance ("ATD", no optimisation).
+    epsilon, max_iter, tol : float, int, float
+        Sinkhorn regularization relative to each graph's mean edge length (raised where
+        the costs between two neighbourhoods would not fit the kernel's exponent range;
+        epsilon-scaled from the widest such cost), and the iteration cap and L1 marginal
+        tolerance of the last stage.
+    accuracy : float or None
+        Sinkhorn only: bound on each edge's curvature error. The plan's dual and primal
+        bounds (:func:`~georag.geometry.transport.transport_bounds`) bracket the exact
+        cost; edges whose bracket is wider than ``accuracy d(x, y)``, or whose solve is
+        not finite, are solved exactly. None skips the certificate (speed; the error is
+        then unbounded on edges far shorter than epsilon).
     transport_dtype : torch.dtype, optional
-        Dtype of the Sinkhorn iterations; None uses that of ``lengths``. float64 by
-        default: in float32 the kernel's exponent range forces a larger epsilon on
-        graphs whose neighbourhoods lie far apart (errors up to ~1.2e-2 on weighted
-        graphs). The result has the dtype of ``lengths``.
+        Dtype of the Sinkhorn iterations when ``accuracy`` is None (with a certificate
+        they run in float64); None uses that of ``lengths``. The result has the dtype of
+        ``lengths``; measures and distances are computed in float64 whatever the input.
+    directed : bool
+        Directed graphs as GraphRicciCurvature treats them: for the edge ``x -> y``,
+        ``m_x`` spreads over the predecessors of ``x`` (weights of ``v -> x``), ``m_y``
+        over the successors of ``y``, and ``d`` is the directed shortest-path length.
+    edge_mask : torch.Tensor, shape (B, N, N), bool, optional
+        Compute only these edges (a subset of ``adjacency``; symmetrised when
+        undirected); the others get 0.
 
     Returns
     -------
     torch.Tensor, shape (B, N, N)
-        Symmetric curvature on the edges, 0 elsewhere.
+        Curvature on the edges (symmetric when undirected), 0 elsewhere.
     """
-    _check_graph(lengths, adjacency)
+    _check_graph(lengths, adjacency, directed)
     _check_measure_options(alpha, exp_power)
+    _check_method(method)
+    _check_accuracy(accuracy)
+    chosen = adjacency
+    if edge_mask is not None:
+        if edge_mask.shape != adjacency.shape or edge_mask.dtype != torch.bool:
+            raise ValueError(f"edge_mask must be a bool tensor of shape "
+                             f"{tuple(adjacency.shape)}, got {edge_mask.dtype} "
+                             f"{tuple(edge_mask.shape)}")
+        chosen = adjacency & (edge_mask if directed else edge_mask | edge_mask.transpose(1, 2))
+    edges = _edge_index(chosen, directed)
+    kappa, _, _ = _curvature(lengths, adjacency, edges, alpha=alpha, exp_power=exp_power,
+                             method=method, epsilon=epsilon, max_iter=max_iter, tol=tol,
+                             accuracy=accuracy, transport_dtype=transport_dtype, warm=None,
+                             directed=directed)
+    return _scatter_edges(kappa, *edges, n=lengths.shape[1], directed=directed)
+
+
+def _check_method(method: str) -> None:
     if method not in CURVATURE_METHODS:
         raise ValueError(f"method must be one of {CURVATURE_METHODS}, got {method!r}")
-    edges = _edge_index(adjacency)
-    kappa, _ = _curvature(lengths, adjacency, edges, alpha=alpha, exp_power=exp_power,
-                          method=method, epsilon=epsilon, max_iter=max_iter, tol=tol,
-                          transport_dtype=transport_dtype, warm=None)
-    return _scatter_edges(kappa, *edges, n=lengths.shape[1])
 
 
 def largest_component(adjacency: torch.Tensor) -> torch.Tensor:
@@ -379,7 +525,13 @@ class RicciFlowResult:
     iterations : torch.Tensor, shape (B,), long
         Flow iterations each graph ran (fewer than asked when it stopped early).
     converged : torch.Tensor, shape (B,), bool
-        False where a Sinkhorn solve of that graph missed its tolerance at some step.
+        Whether every curvature of that graph, at every step, is within its stated
+        accuracy: with ``accuracy`` set, certified within it or solved exactly (always
+        True unless the network simplex failed); with ``accuracy=None``, every Sinkhorn
+        solve reached its marginal tolerance ``tol``.
+    exact_solves : torch.Tensor, shape (B,), long
+        Edge transport problems of that graph solved by the network simplex over the
+        whole flow (method "exact": all; Sinkhorn: those not certified, or not finite).
     history_lengths, history_curvature : torch.Tensor, shape (T + 1, B, N, N), optional
         Lengths and curvature before the first and after every iteration (frozen after
         a graph stops), when ``history=True``.
@@ -390,6 +542,7 @@ class RicciFlowResult:
     adjacency: torch.Tensor
     iterations: torch.Tensor
     converged: torch.Tensor
+    exact_solves: torch.Tensor
     history_lengths: torch.Tensor | None = None
     history_curvature: torch.Tensor | None = None
 
@@ -404,10 +557,11 @@ def ricci_flow(
     exp_power: float = 2.0,
     normalize: bool = True,
     delta: float = 1e-4,
-    method: str = "sinkhorn",
+    method: str = "auto",
     epsilon: float = 0.1,
     max_iter: int = 50,
     tol: float = 1e-3,
+    accuracy: float | None = 5e-3,
     transport_dtype: torch.dtype | None = None,
     history: bool = False,
 ) -> RicciFlowResult:
@@ -430,11 +584,17 @@ def ricci_flow(
         Rescale after each step so that the mean edge length is 1.
     delta : float
         A graph stops once the spread of its curvatures is below ``delta``.
-    method, epsilon, max_iter, tol, transport_dtype
-        Curvature solver, see :func:`ollivier_ricci`. Sinkhorn potentials are
-        warm-started from one step to the next, so the defaults are looser than
-        :func:`ollivier_ricci`'s (0.1, 50, 1e-3): at these the kept set of Ricci-Filtration
-        matches GraphRicciCurvature's on over 99% of SciFact candidates.
+    method, epsilon, max_iter, tol, accuracy, transport_dtype
+        Curvature solver, see :func:`ollivier_ricci` (``"average"`` is not a flow
+        method). Sinkhorn potentials are warm-started from one step to the next, so the
+        Sinkhorn defaults are looser than :func:`ollivier_ricci`'s (0.1, 50, 1e-3).
+        The flow amplifies curvature errors through the lengths, so only exact solves
+        (``"auto"`` on small neighbourhoods, ``"exact"``) follow GraphRicciCurvature's
+        trajectory over tens of steps; certified Sinkhorn keeps every step within
+        ``accuracy`` of the exact curvature of *its* lengths. Ricci-Filtration runs
+        ``method="sinkhorn", accuracy=None`` (its kept set matches GraphRicciCurvature's
+        on over 99% of SciFact candidates); such a flow warns once
+        (:class:`RicciConvergenceWarning`) when a step missed ``tol``.
     history : bool
         Also return every intermediate length and curvature matrix.
 
@@ -444,10 +604,12 @@ def ricci_flow(
     """
     _check_graph(lengths, adjacency)
     _check_measure_options(alpha, exp_power)
-    if method not in CURVATURE_METHODS:
-        raise ValueError(f"method must be one of {CURVATURE_METHODS}, got {method!r}")
+    _check_method(method)
+    if method == "average":
+        raise ValueError("method 'average' is not a flow method; use auto, exact or sinkhorn")
     if iterations < 0:
         raise ValueError(f"iterations must be >= 0, got {iterations}")
+    _check_accuracy(accuracy)
     b, n, _ = lengths.shape
     core = largest_component(adjacency)
     adjacency = adjacency & core.unsqueeze(2) & core.unsqueeze(1)
@@ -458,13 +620,16 @@ def ricci_flow(
     num_edges = valid.sum(1, keepdim=True).clamp_min(1).to(lengths.dtype)
     warm = _WarmStart() if method == "sinkhorn" else None
     options = dict(alpha=alpha, exp_power=exp_power, method=method, epsilon=epsilon,
-                   max_iter=max_iter, tol=tol, transport_dtype=transport_dtype, warm=warm)
+                   max_iter=max_iter, tol=tol, accuracy=accuracy,
+                   transport_dtype=transport_dtype, warm=warm)
 
     def matrix(values: torch.Tensor) -> torch.Tensor:
         return _scatter_edges(values, i, j, valid, n)
 
-    kappa, ok = _curvature(matrix(w), adjacency, edges, **options)
+    kappa, ok, exact = _curvature(matrix(w), adjacency, edges, **options)
     converged = ok.all(1)
+    exact_solves = exact.sum(1)
+    steps_missed = int((~ok.all(1)).sum())
     active = torch.ones(b, dtype=torch.bool, device=lengths.device)
     ran = torch.zeros(b, dtype=torch.long, device=lengths.device)
     trail_w, trail_k = [matrix(w)], [matrix(kappa)]
@@ -476,24 +641,34 @@ def ricci_flow(
             total = stepped.sum(1, keepdim=True)
             stepped = stepped * (num_edges / torch.where(total > 0, total, num_edges))
         stepped = stepped.masked_fill(~valid, 0.0)
-        new_kappa, ok = _curvature(matrix(stepped), adjacency, edges, **options)
+        new_kappa, ok, exact = _curvature(matrix(stepped), adjacency, edges, **options)
         keep = active.unsqueeze(1)
+        exact_solves += (exact & keep).sum(1)
+        steps_missed += int((~ok.all(1) & active).sum())
         w = torch.where(keep, stepped, w)
         kappa = torch.where(keep, new_kappa, kappa)
         converged &= ok.all(1) | ~active
         ran += active.long()
         spread = (kappa.masked_fill(~valid, -math.inf).amax(1)
-                  - kappa.masked_fill(~valid, math.inf).amin(1))
+                  - kappa.masked_fill(~valid, math.inf).amin(1)) if valid.shape[1] else (
+            torch.zeros(b, dtype=kappa.dtype, device=kappa.device))  # no edge: flat
         active &= ~(spread < delta)
         if history:
             trail_w.append(matrix(w))
             trail_k.append(matrix(kappa))
+    if steps_missed:
+        warnings.warn(
+            f"ricci_flow: {steps_missed} (graph, step) curvature solves missed the Sinkhorn "
+            f"tolerance tol={tol} within max_iter={max_iter} (converged=False on "
+            f"{int((~converged).sum())} of {b} graphs); pass accuracy= for certified "
+            "curvature", RicciConvergenceWarning, stacklevel=2)
     return RicciFlowResult(
         lengths=matrix(w),
         curvature=matrix(kappa),
         adjacency=adjacency,
         iterations=ran,
         converged=converged,
+        exact_solves=exact_solves,
         history_lengths=torch.stack(trail_w) if history else None,
         history_curvature=torch.stack(trail_k) if history else None,
     )

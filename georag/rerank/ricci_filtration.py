@@ -16,12 +16,18 @@ rescores the kept set only, as the paper's pipeline does.
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 import torch
 
 from georag.geometry.graphs import cosine_dissimilarity, threshold_graph
-from georag.geometry.ricci import CURVATURE_METHODS, RicciFlowResult, ricci_flow
+from georag.geometry.ricci import (
+    CURVATURE_METHODS,
+    RicciConvergenceWarning,
+    RicciFlowResult,
+    ricci_flow,
+)
 from georag.rerank.base import CandidateBatch, RerankResult
 
 __all__ = ["RicciFiltrationConfig", "RicciFiltration", "RicciFiltrationOutput", "query_graphs"]
@@ -174,10 +180,13 @@ class RicciFiltration:
         cfg = self.config
         adjacency, slots = query_graphs(batch, top_m=cfg.top_m, quantile=cfg.quantile)
         pooled = adjacency[:, 0, 1:]
-        flow = ricci_flow(
-            adjacency.to(batch.cands.dtype), adjacency, iterations=cfg.iterations,
-            step=cfg.step, alpha=cfg.alpha, exp_power=cfg.exp_power, method=cfg.method,
-            epsilon=cfg.epsilon, max_iter=cfg.max_iter, tol=cfg.tol, history=history)
+        with warnings.catch_warnings():  # uncertified Sinkhorn on purpose: the speed setting
+            warnings.simplefilter("ignore", RicciConvergenceWarning)
+            flow = ricci_flow(
+                adjacency.to(batch.cands.dtype), adjacency, iterations=cfg.iterations,
+                step=cfg.step, alpha=cfg.alpha, exp_power=cfg.exp_power, method=cfg.method,
+                epsilon=cfg.epsilon, max_iter=cfg.max_iter, tol=cfg.tol, accuracy=None,
+                history=history)
 
         query_edges = flow.lengths[:, 0, 1:]
         kept = pooled & flow.adjacency[:, 0, 1:] & (query_edges <= cfg.eta + cfg.eta_atol)

@@ -10,10 +10,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from georag.geometry.transport import (
+    emd,
     max_cost_over_epsilon,
     sinkhorn,
     sinkhorn_shared_cost,
     sinkhorn_shared_cost_scaled,
+    transport_bounds,
 )
 
 DTYPES = (torch.float32, torch.float64)
@@ -190,3 +192,42 @@ def test_shared_cost_solver_rejects_bad_shapes():
         sinkhorn_shared_cost(a, a, torch.ones(2, 4, 5), epsilon=0.1)
     with pytest.raises(ValueError, match=r"\(B, E, n\)"):
         sinkhorn_shared_cost(a[0], a[0], torch.ones(4, 4), epsilon=0.1)
+
+
+# ---------------------------------------------------------------- bounds and exact
+
+
+@settings(max_examples=30, deadline=None)
+@given(seed=st.integers(0, 2**16), n=st.integers(1, 7), m=st.integers(1, 7),
+       eps=st.floats(1e-3, 1.0), iters=st.sampled_from([1, 5, 200]),
+       noise=st.sampled_from([0.0, 1.0, 50.0]))
+def test_transport_bounds_bracket_the_exact_cost(seed, n, m, eps, iters, noise):
+    a, b, cost = _problems(3, n, m, seed=seed, dtype=torch.float64, sparse=True)
+    out = sinkhorn(a, b, cost, epsilon=eps, max_iter=iters, tol=0.0)
+    gen = torch.Generator().manual_seed(seed)
+    f = out.f + noise * torch.randn(out.f.shape, generator=gen, dtype=torch.float64)
+    bounds = transport_bounds(a, b, cost, f, out.g, eps)
+    exact = torch.tensor(_emd(a, b, cost))
+    assert (bounds.lower <= exact + 1e-12).all() and (exact <= bounds.upper + 1e-12).all()
+    assert torch.isfinite(bounds.upper).all()
+
+
+def test_transport_bounds_close_on_a_converged_plan_and_survive_nan():
+    a, b, cost = _problems(4, 6, 5, seed=3, dtype=torch.float64)
+    out = sinkhorn(a, b, cost, epsilon=1e-3, max_iter=20000, tol=1e-12)
+    bounds = transport_bounds(a, b, cost, out.f, out.g, 1e-3)
+    exact = torch.tensor(_emd(a, b, cost))
+    assert ((bounds.upper - bounds.lower) < 1e-2).all()
+    assert ((bounds.upper - exact).abs() < 1e-3).all()
+    broken = transport_bounds(a, b, cost, torch.full_like(out.f, float("nan")), out.g, 1e-3)
+    assert torch.isneginf(broken.lower).all() and (broken.upper >= exact - 1e-12).all()
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_emd_matches_pot_emd2_on_sparse_supports(dtype):
+    a, b, cost = _problems(6, 7, 5, seed=4, dtype=dtype, sparse=True)
+    got = emd(a, b, cost)
+    assert got.dtype == dtype
+    np.testing.assert_allclose(got.double().numpy(), _emd(a, b, cost), rtol=1e-6, atol=1e-7)
+    assert emd(torch.zeros(1, 3, dtype=dtype), torch.zeros(1, 3, dtype=dtype),
+               torch.ones(1, 3, 3, dtype=dtype)).tolist() == [0.0]
