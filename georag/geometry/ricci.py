@@ -102,6 +102,8 @@ def node_measures(
     *,
     alpha: float = 0.5,
     exp_power: float = 2.0,
+    base: float = math.e,
+    nbr_topk: int | None = None,
 ) -> torch.Tensor:
     """Lazy random-walk measures ``m_x`` of every node.
 
@@ -114,7 +116,12 @@ def node_measures(
     alpha : float
         Mass kept at the node, in [0, 1].
     exp_power : float
-        ``p`` in ``exp(-w ** p)``; 0 spreads evenly.
+        ``p`` in ``base ** (-w ** p)``; 0 spreads evenly.
+    base : float
+        Base of the neighbour weights (positive; GraphRicciCurvature's ``base``).
+    nbr_topk : int, optional
+        Spread only over the ``nbr_topk`` neighbours of largest weight (ties to the
+        larger node index, as GraphRicciCurvature's heap keeps them); None: all.
 
     Returns
     -------
@@ -130,21 +137,37 @@ def node_measures(
     tensor([0.5000, 0.4763, 0.0237])
     """
     _check_graph(lengths, adjacency)
-    _check_measure_options(alpha, exp_power)
-    return _node_measures(lengths, adjacency, alpha=alpha, exp_power=exp_power)
+    _check_measure_options(alpha, exp_power, base, nbr_topk)
+    return _node_measures(lengths, adjacency, alpha=alpha, exp_power=exp_power, base=base,
+                          nbr_topk=nbr_topk)
 
 
-def _check_measure_options(alpha: float, exp_power: float) -> None:
+def _check_measure_options(alpha: float, exp_power: float, base: float = math.e,
+                           nbr_topk: int | None = None) -> None:
     if not 0.0 <= alpha <= 1.0:
         raise ValueError(f"alpha must lie in [0, 1], got {alpha}")
     if not math.isfinite(exp_power) or exp_power < 0:
         raise ValueError(f"exp_power must be finite and non-negative, got {exp_power}")
+    if not (math.isfinite(base) and base > 0):
+        raise ValueError(f"base must be positive and finite, got {base}")
+    if nbr_topk is not None and nbr_topk < 1:
+        raise ValueError(f"nbr_topk must be >= 1 or None, got {nbr_topk}")
 
 
 def _node_measures(lengths: torch.Tensor, adjacency: torch.Tensor, *, alpha: float,
-                   exp_power: float) -> torch.Tensor:
+                   exp_power: float, base: float = math.e, nbr_topk: int | None = None
+                   ) -> torch.Tensor:
     n = lengths.shape[1]
-    logits = (-lengths.clamp_min(0.0).pow(exp_power)).masked_fill(~adjacency, -math.inf)
+    logits = (-math.log(base) * lengths.clamp_min(0.0).pow(exp_power)).masked_fill(
+        ~adjacency, -math.inf)
+    if nbr_topk is not None and n and nbr_topk < int(adjacency.sum(2).max()):
+        # the nbr_topk largest weights, ties to the larger index: sort the reversed
+        # columns stably by decreasing weight
+        reverse = torch.arange(n - 1, -1, -1, device=lengths.device)
+        order = torch.argsort(logits[..., reverse], dim=2, descending=True, stable=True)
+        top = reverse[order[..., :nbr_topk]]
+        adjacency = adjacency & torch.zeros_like(adjacency).scatter(2, top, True)
+        logits = logits.masked_fill(~adjacency, -math.inf)
     log_total = torch.logsumexp(logits, dim=2, keepdim=True)
     degree = adjacency.sum(2, keepdim=True)
     proportional = (logits - log_total).exp()
@@ -267,6 +290,8 @@ def _curvature(
     transport_dtype: torch.dtype | None,
     warm: _WarmStart | None,
     directed: bool = False,
+    base: float = math.e,
+    nbr_topk: int | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Curvature on the padded edge list.
 
@@ -279,11 +304,12 @@ def _curvature(
     # certificate compares costs to each edge's own distance
     lengths64 = lengths.double()
     dist = shortest_paths(lengths64, adjacency)
-    out_measures = _node_measures(lengths64, adjacency, alpha=alpha, exp_power=exp_power)
+    measure = dict(alpha=alpha, exp_power=exp_power, base=base, nbr_topk=nbr_topk)
+    out_measures = _node_measures(lengths64, adjacency, **measure)
     # GraphRicciCurvature's directed measures: the source spreads over its predecessors,
     # the target over its successors
     in_measures = _node_measures(lengths64.transpose(1, 2), adjacency.transpose(1, 2),
-                                 alpha=alpha, exp_power=exp_power) if directed else out_measures
+                                 **measure) if directed else out_measures
     rows = torch.arange(b, device=lengths.device).unsqueeze(1)
     d_edge = dist[rows, i, j]
     spread = valid & (d_edge >= _ZERO_DISTANCE)
@@ -415,6 +441,8 @@ def ollivier_ricci(
     transport_dtype: torch.dtype | None = torch.float64,
     directed: bool = False,
     edge_mask: torch.Tensor | None = None,
+    base: float = math.e,
+    nbr_topk: int | None = None,
 ) -> torch.Tensor:
     """Ollivier-Ricci curvature ``kappa_xy = 1 - W(m_x, m_y) / d(x, y)`` of every edge.
 
@@ -426,7 +454,7 @@ def ollivier_ricci(
     adjacency : torch.Tensor, shape (B, N, N), bool
         Edge mask, no self loops, symmetric unless ``directed``. Any number of
         components; isolated (e.g. padding) nodes carry no edge.
-    alpha, exp_power : float
+    alpha, exp_power, base, nbr_topk
         Node measures, see :func:`node_measures`.
     method : {"auto", "exact", "sinkhorn", "average"}
         ``"exact"``: POT's network simplex per edge on the two neighbourhoods
@@ -465,7 +493,7 @@ def ollivier_ricci(
         Curvature on the edges (symmetric when undirected), 0 elsewhere.
     """
     _check_graph(lengths, adjacency, directed)
-    _check_measure_options(alpha, exp_power)
+    _check_measure_options(alpha, exp_power, base, nbr_topk)
     _check_method(method)
     _check_accuracy(accuracy)
     chosen = adjacency
@@ -479,7 +507,7 @@ def ollivier_ricci(
     kappa, _, _ = _curvature(lengths, adjacency, edges, alpha=alpha, exp_power=exp_power,
                              method=method, epsilon=epsilon, max_iter=max_iter, tol=tol,
                              accuracy=accuracy, transport_dtype=transport_dtype, warm=None,
-                             directed=directed)
+                             directed=directed, base=base, nbr_topk=nbr_topk)
     return _scatter_edges(kappa, *edges, n=lengths.shape[1], directed=directed)
 
 
@@ -564,6 +592,9 @@ def ricci_flow(
     accuracy: float | None = 5e-3,
     transport_dtype: torch.dtype | None = None,
     history: bool = False,
+    base: float = math.e,
+    nbr_topk: int | None = None,
+    restrict: bool = True,
 ) -> RicciFlowResult:
     """Normalized discrete Ricci flow on B graphs at once.
 
@@ -573,12 +604,13 @@ def ricci_flow(
         Non-negative symmetric initial edge lengths (read where ``adjacency``).
     adjacency : torch.Tensor, shape (B, N, N), bool
         Symmetric edge mask. Only the largest connected component of each graph flows
-        (as in GraphRicciCurvature); the other edges are dropped from the result.
+        (as in GraphRicciCurvature); the other edges are dropped from the result
+        (``restrict=False``: every component flows, normalized together).
     iterations : int
         Flow steps M.
     step : float
         Step size in ``w <- w - step * kappa * w``.
-    alpha, exp_power : float
+    alpha, exp_power, base, nbr_topk
         Node measures, see :func:`node_measures`.
     normalize : bool
         Rescale after each step so that the mean edge length is 1.
@@ -603,7 +635,7 @@ def ricci_flow(
     RicciFlowResult
     """
     _check_graph(lengths, adjacency)
-    _check_measure_options(alpha, exp_power)
+    _check_measure_options(alpha, exp_power, base, nbr_topk)
     _check_method(method)
     if method == "average":
         raise ValueError("method 'average' is not a flow method; use auto, exact or sinkhorn")
@@ -611,8 +643,9 @@ def ricci_flow(
         raise ValueError(f"iterations must be >= 0, got {iterations}")
     _check_accuracy(accuracy)
     b, n, _ = lengths.shape
-    core = largest_component(adjacency)
-    adjacency = adjacency & core.unsqueeze(2) & core.unsqueeze(1)
+    if restrict:
+        core = largest_component(adjacency)
+        adjacency = adjacency & core.unsqueeze(2) & core.unsqueeze(1)
     edges = _edge_index(adjacency)
     i, j, valid = edges
     rows = torch.arange(b, device=lengths.device).unsqueeze(1)
@@ -621,7 +654,7 @@ def ricci_flow(
     warm = _WarmStart() if method == "sinkhorn" else None
     options = dict(alpha=alpha, exp_power=exp_power, method=method, epsilon=epsilon,
                    max_iter=max_iter, tol=tol, accuracy=accuracy,
-                   transport_dtype=transport_dtype, warm=warm)
+                   transport_dtype=transport_dtype, warm=warm, base=base, nbr_topk=nbr_topk)
 
     def matrix(values: torch.Tensor) -> torch.Tensor:
         return _scatter_edges(values, i, j, valid, n)

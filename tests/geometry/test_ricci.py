@@ -9,9 +9,9 @@ reference in the main environment.
 from __future__ import annotations
 
 import functools
-import warnings
 import math
 import subprocess
+import warnings
 from pathlib import Path
 
 import networkx as nx

@@ -1,0 +1,2 @@
+"""Drop-in front ends of georag's kernels for other libraries' users
+(:mod:`georag.integrations.grc`: GraphRicciCurvature)."""
