@@ -313,8 +313,13 @@ def _curvature(
     rows = torch.arange(b, device=lengths.device).unsqueeze(1)
     d_edge = dist[rows, i, j]
     spread = valid & (d_edge >= _ZERO_DISTANCE)
-    neighbours = (_neighbourhoods(adjacency.transpose(1, 2)) if directed else
-                  _neighbourhoods(adjacency), _neighbourhoods(adjacency))
+
+    def problems(*tensors: torch.Tensor):
+        """The edge problems on N[x] x N[y] (see :func:`_edge_problems`)."""
+        neighbours = (_neighbourhoods(adjacency.transpose(1, 2)) if directed else
+                      _neighbourhoods(adjacency), _neighbourhoods(adjacency))
+        return _edge_problems(neighbours, dist, i, j, *tensors)
+
     if method == "average":
         transport = _average_transport(adjacency, dist, d_edge, i, j, alpha=alpha,
                                        directed=directed)
@@ -336,10 +341,11 @@ def _curvature(
     mass = ((out_mass + in_mass) / 2).squeeze(-1)
     moving = moving.squeeze(-1)
     if method == "auto":
-        support = max(neighbours[0][0].shape[2], neighbours[1][0].shape[2])
+        degrees = torch.cat([adjacency.sum(1), adjacency.sum(2)])
+        support = 1 + (int(degrees.max()) if degrees.numel() else 0)
         method = "exact" if support <= EXACT_MAX_SUPPORT else "sinkhorn"
     if method == "exact":
-        cost, _, _, (a, bb) = _edge_problems(neighbours, dist, i, j, source, target)
+        cost, _, _, (a, bb) = problems(source, target)
         unit = torch.zeros_like(d_edge)
         unit[moving] = emd(a[moving], bb[moving], cost[moving])
         converged, exact = valid.clone(), moving
@@ -364,15 +370,14 @@ def _curvature(
             e64 = eps.double().view(-1, 1, 1)
             f = e64 * out.f.double().log() + center.double().view(-1, 1, 1)
             g = e64 * out.g.double().log()
-            costs, _, _, (a, f_x, bb, g_y) = _edge_problems(neighbours, dist, i, j,
-                                                            source, f, target, g)
+            costs, _, _, (a, f_x, bb, g_y) = problems(source, f, target, g)
             bounds = transport_bounds(a, bb, costs, f_x, g_y, eps.double().view(-1, 1))
             unit = bounds.upper
             error = mass * (bounds.upper - bounds.lower) / d_edge.clamp_min(_ZERO_DISTANCE)
             converged = (error <= accuracy) | ~moving
         exact = moving & ~(converged & torch.isfinite(unit))
         if bool(exact.any()):
-            costs, _, _, (a, bb) = _edge_problems(neighbours, dist, i, j, source, target)
+            costs, _, _, (a, bb) = problems(source, target)
             unit = unit.masked_scatter(exact, emd(a[exact], bb[exact], costs[exact]))
         if accuracy is not None:
             converged = converged | exact

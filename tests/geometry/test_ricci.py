@@ -402,7 +402,8 @@ def karate_two_components() -> tuple[torch.Tensor, torch.Tensor]:
     return torch.tensor(np.where(adjacency, lengths, 0.0)), torch.tensor(adjacency)
 
 
-@pytest.mark.parametrize("kwargs", [SINKHORN_ACCURACY, {"method": "sinkhorn"},
+@pytest.mark.parametrize("kwargs", [pytest.param(SINKHORN_ACCURACY, marks=pytest.mark.slow),
+                                    {"method": "sinkhorn"},
                                     {"method": "sinkhorn", "accuracy": None}])
 def test_flow_on_two_components_stays_finite(kwargs):
     lengths, adjacency = karate_two_components()

@@ -182,7 +182,8 @@ print(json.dumps({"edges": [edges[tuple(e)] for e in spec["edges"]],
 
 @pytest.mark.peers
 @pytest.mark.parametrize("spec", [
-    dict(weight="weight", p=2.0, base=math.e, topk=3000, iterations=5),
+    pytest.param(dict(weight="weight", p=2.0, base=math.e, topk=3000, iterations=5),
+                 marks=pytest.mark.slow),
     dict(weight="weight", p=2.0, base=math.e, topk=3, iterations=4),
     # nbr_topk=3 with p=1, base=2 ties many neighbour weights: during a flow the top-3
     # choice between equal weights can flip on rounding-level differences, so only the

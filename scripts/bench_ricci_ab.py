@@ -1,0 +1,105 @@
+"""Ricci-Filtration speed and kept set: this tree against an earlier one, in one run.
+
+Times the filter's flow (``RicciFiltrationConfig`` defaults: 20 iterations of
+warm-started Sinkhorn over the SciFact dense top-20 graphs) with the code of this tree
+and of ``--base-tree`` (e.g. ``git archive main | tar -x -C /tmp/base``), each in its
+own process with pinned threads, alternating A, B, A, B, ...; prints the median
+seconds, their ratio, and the share of candidates whose keep decision agrees between
+the two and with GraphRicciCurvature 0.6.1 (exact flow, ``.venv-peers``)::
+
+    python scripts/bench_ricci_ab.py --base-tree /tmp/base --batch 256 --rounds 5
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+CHILD = """
+import json, sys, time, torch
+torch.set_num_threads(int(sys.argv[2]))
+from georag.geometry.ricci import ricci_flow
+from georag.rerank.ricci_filtration import RicciFiltrationConfig, RicciFiltration
+adjacency = torch.load(sys.argv[1])
+cfg = RicciFiltrationConfig()
+lengths = adjacency.float()
+options = dict(iterations=cfg.iterations, step=cfg.step, alpha=cfg.alpha,
+               exp_power=cfg.exp_power, method=cfg.method, epsilon=cfg.epsilon,
+               max_iter=cfg.max_iter, tol=cfg.tol)
+import inspect, warnings
+if "accuracy" in inspect.signature(ricci_flow).parameters:
+    options["accuracy"] = None  # what RicciFiltration passes in this tree
+warnings.simplefilter("ignore")
+ricci_flow(lengths[:8], adjacency[:8], **options)
+start = time.perf_counter()
+flow = ricci_flow(lengths, adjacency, **options)
+seconds = time.perf_counter() - start
+keep = (flow.lengths[:, 0, 1:] <= cfg.eta + cfg.eta_atol).tolist()
+print(json.dumps({"seconds": seconds, "keep": keep}))
+"""
+
+
+def run(tree: Path, path: Path, threads: int) -> dict:
+    env = {**os.environ, "PYTHONPATH": str(tree), "OMP_NUM_THREADS": str(threads)}
+    out = subprocess.run([sys.executable, "-c", CHILD, str(path), str(threads)], env=env,
+                         check=True, capture_output=True, text=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--base-tree", required=True, type=Path)
+    parser.add_argument("--data-dir", default=os.environ.get("GEORAG_DATA",
+                                                             str(ROOT.parent / "shared" / "data")))
+    parser.add_argument("--batch", type=int, default=256)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--peer-graphs", type=int, default=64)
+    args = parser.parse_args()
+    sys.path.insert(0, str(ROOT / "scripts"))
+    from bench_ricci import run_peer, scifact_graphs
+
+    adjacency = scifact_graphs(args.data_dir, ["test", "train"], args.batch)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "a.pt"
+        torch.save(adjacency, path)
+        times = {"this tree": [], "base tree": []}
+        keeps = {}
+        for _ in range(args.rounds):
+            for name, tree in (("this tree", ROOT), ("base tree", args.base_tree)):
+                out = run(tree, path, args.threads)
+                times[name].append(out["seconds"])
+                keeps[name] = np.array(out["keep"])
+    real = adjacency[:, 0, 1:].numpy()
+    print(f"# SciFact dense top-20 graphs B={args.batch}, {args.threads} thread(s), "
+          f"{args.rounds} alternating rounds, load {os.getloadavg()}")
+    print("\n| code | median s | ms/query | runs |")
+    print("|---|---:|---:|---|")
+    for name, values in times.items():
+        med = statistics.median(values)
+        print(f"| {name} | {med:.3f} | {med / args.batch * 1e3:.2f} | "
+              f"{', '.join(f'{v:.2f}' for v in values)} |")
+    ratio = statistics.median(times["this tree"]) / statistics.median(times["base tree"])
+    print(f"\nthis / base time ratio: {ratio:.3f}")
+    same = (keeps["this tree"] == keeps["base tree"])[real].mean()
+    print(f"keep decisions equal between the trees: {same:.4f}")
+    n_peer = min(args.peer_graphs, args.batch)
+    ref = run_peer(adjacency[:n_peer].numpy(), "flow", 1)
+    kept_ref = (ref["lengths"][:, 0, 1:] <= 1 + 1e-5) & real[:n_peer]
+    for name, keep in keeps.items():
+        agree = ((keep[:n_peer] & real[:n_peer]) == kept_ref)[real[:n_peer]].mean()
+        print(f"kept set equal to GraphRicciCurvature's ({n_peer} graphs), {name}: {agree:.4f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,121 @@
+"""Corpus-scale Ollivier-Ricci curvature: georag's sparse solver against GraphRicciCurvature.
+
+Builds the k-NN graph of the SciFact corpus (5,183 abstracts, all-MiniLM-L6-v2
+embeddings from the shared cache, k = 10 neighbours by cosine, symmetrised by union;
+edge length ``1 - cos``), computes the curvature of every edge with
+``georag.geometry.sparse_ricci.sparse_ollivier_ricci`` (no all-pairs matrix) and with
+GraphRicciCurvature 0.6.1 (``method="OTD"``, proc=1 and its default proc=cpu_count, in
+``.venv-peers``), all in one run, and prints seconds, speed ratios and the max abs
+difference::
+
+    python scripts/bench_sparse_ricci.py --threads 1
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+PEER = ROOT / ".venv-peers" / "bin" / "python"
+DATA = str(ROOT.parent / "shared" / "data")
+PEER_SCRIPT = """
+import json, sys, time, networkx as nx, numpy as np
+from GraphRicciCurvature.OllivierRicci import OllivierRicci
+data = np.load(sys.argv[1]); proc = int(sys.argv[3])
+graph = nx.Graph()
+graph.add_nodes_from(range(int(data["num_nodes"])))
+graph.add_weighted_edges_from(zip(data["x"].tolist(), data["y"].tolist(), data["w"].tolist()))
+start = time.perf_counter()
+options = {"proc": proc} if proc > 0 else {}
+orc = OllivierRicci(graph, method="OTD", alpha=0.5, exp_power=2, verbose="ERROR", **options)
+out = orc.compute_ricci_curvature_edges()
+seconds = time.perf_counter() - start
+kappa = np.array([out[(int(x), int(y))] if (int(x), int(y)) in out else out[(int(y), int(x))]
+                  for x, y in zip(data["x"], data["y"])])
+np.save(sys.argv[2], kappa)
+print(json.dumps({"seconds": seconds}))
+"""
+
+
+def knn_edges(embeddings: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Undirected k-NN edges (each once, i < j) and their lengths ``1 - cos``."""
+    x = torch.nn.functional.normalize(embeddings.double(), dim=1)
+    n = x.shape[0]
+    pairs = []
+    for start in range(0, n, 1024):
+        sims = x[start:start + 1024] @ x.T
+        sims[torch.arange(sims.shape[0]), torch.arange(start, start + sims.shape[0])] = -2.0
+        nbrs = sims.topk(k, dim=1).indices
+        rows = torch.arange(start, start + sims.shape[0]).unsqueeze(1).expand_as(nbrs)
+        pairs.append(torch.stack([rows.reshape(-1), nbrs.reshape(-1)]))
+    edge = torch.cat(pairs, 1)
+    edge = torch.stack([edge.min(0).values, edge.max(0).values])
+    edge = torch.unique(edge, dim=1)
+    lengths = (1.0 - (x[edge[0]] * x[edge[1]]).sum(1)).clamp_min(0.0)
+    return edge, lengths
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data-dir", default=os.environ.get("GEORAG_DATA", DATA))
+    parser.add_argument("--k", type=int, default=10)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--repeats", type=int, default=1)
+    parser.add_argument("--no-peer", action="store_true")
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+    from georag.data.beir import load_beir
+    from georag.geometry.sparse_ricci import sparse_ollivier_ricci
+    from georag.retrieval.candidates import corpus_embeddings
+    from georag.retrieval.encoder import TextEncoder
+
+    dataset = load_beir("scifact", split="test", data_dir=args.data_dir)
+    texts = [doc.full_text for doc in dataset.corpus.values()]
+    embeddings, hit = corpus_embeddings(texts, TextEncoder())
+    edge_index, lengths = knn_edges(embeddings, args.k)
+    n = embeddings.shape[0]
+    print(f"# SciFact corpus k-NN graph: {n} nodes, k={args.k}, {edge_index.shape[1]} "
+          f"undirected edges, lengths 1 - cos (MiniLM, cache hit {hit}); {args.threads} torch "
+          f"threads, {os.cpu_count()} CPUs, load {os.getloadavg()}")
+    times = []
+    for _ in range(args.repeats):
+        start = time.perf_counter()
+        ours = sparse_ollivier_ricci(edge_index, lengths, n)
+        times.append(time.perf_counter() - start)
+    ours_s = float(np.median(times))
+    rows = [("georag sparse_ollivier_ricci (exact, no all-pairs)", ours_s, None, None)]
+    if PEER.exists() and not args.no_peer:
+        with tempfile.TemporaryDirectory() as tmp:
+            inp = Path(tmp) / "g.npz"
+            np.savez(inp, x=edge_index[0].numpy(), y=edge_index[1].numpy(),
+                     w=lengths.numpy(), num_nodes=n)
+            for proc, label in ((1, "proc=1"), (0, f"default proc={os.cpu_count()}")):
+                out = Path(tmp) / f"k{proc}.npy"
+                res = subprocess.run([str(PEER), "-c", PEER_SCRIPT, str(inp), str(out),
+                                      str(proc)], check=True, capture_output=True, text=True)
+                seconds = json.loads(res.stdout.strip().splitlines()[-1])["seconds"]
+                diff = float(np.abs(np.load(out) - ours.numpy()).max())
+                rows.append((f"GraphRicciCurvature 0.6.1 OTD {label}", seconds,
+                             seconds / ours_s, diff))
+    print("\n| implementation | seconds | georag speed-up | max abs curvature difference |")
+    print("|---|---:|---:|---:|")
+    for name, seconds, ratio, diff in rows:
+        print(f"| {name} | {seconds:.2f} | {'' if ratio is None else f'{ratio:.1f}x'} | "
+              f"{'' if diff is None else f'{diff:.2e}'} |")
+    print(f"\ncurvature: min {float(ours.min()):.3f}, median {float(ours.median()):.3f}, "
+          f"max {float(ours.max()):.3f}")
+
+
+if __name__ == "__main__":
+    main()
