@@ -16,8 +16,13 @@ Ricci-Filtration paper builds on:
   ``max(kappa) - min(kappa) < delta``.
 
 Every graph of the batch runs at once; the Python loops run over flow iterations,
-Sinkhorn iterations and Floyd-Warshall pivots only (``method="exact"`` loops over edges
-and is meant for checks).
+Sinkhorn iterations and Floyd-Warshall pivots, and, for the exact solves (``"exact"``,
+``"auto"`` on small neighbourhoods, Sinkhorn edges without a certificate), over edges
+around POT's C++ network simplex: on a CPU that is cheaper than Sinkhorn at these sizes
+(docs/methods/ricci_filtration.md, "Choosing the solver"). The Sinkhorn path
+(:mod:`georag.geometry.transport`) returns plans' scalings, costs and ``converged`` flags
+per problem, and :func:`~georag.geometry.transport.transport_bounds` certifies them.
+Large sparse graphs: :mod:`georag.geometry.sparse_ricci`.
 """
 
 from __future__ import annotations
