@@ -2,10 +2,11 @@
 
 For Erdos-Renyi graphs with N = 5, 13, 21, 41 nodes, densities drawn in [0.15, 0.8]
 (often disconnected at the low end), unit lengths and weighted lengths in [0.5, 2],
-prints the largest absolute curvature error of ``ollivier_ricci`` at its defaults and
-at ``SINKHORN_ACCURACY`` against ``method="exact"`` (POT's network simplex per edge,
-itself tested equal to GraphRicciCurvature 0.6.1 within 1e-6), for float32 and float64
-inputs, with the seconds each solve took::
+prints the largest absolute curvature error of ``ollivier_ricci(method="sinkhorn")`` at
+its defaults (certified within 5e-3) and at ``SINKHORN_ACCURACY`` against
+``method="exact"`` (POT's network simplex per edge, itself tested equal to
+GraphRicciCurvature 0.6.1 within 1e-6), for float32 and float64 inputs, with the seconds
+each solve took::
 
     python scripts/ricci_accuracy.py --graphs 8 --threads 2
 """
@@ -45,7 +46,7 @@ def main() -> None:
 
     from georag.geometry.ricci import SINKHORN_ACCURACY, ollivier_ricci
 
-    settings = {"defaults": {}, "SINKHORN_ACCURACY": SINKHORN_ACCURACY}
+    settings = {"defaults": {"method": "sinkhorn"}, "SINKHORN_ACCURACY": SINKHORN_ACCURACY}
     defaults = {name: param.default for name, param in
                 inspect.signature(ollivier_ricci).parameters.items() if name in SINKHORN_ACCURACY}
     print(f"# {args.graphs} graphs per case, seed {args.seed}, {args.threads} threads, "
