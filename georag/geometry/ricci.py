@@ -380,7 +380,12 @@ def _curvature(
             unit = bounds.upper
             error = mass * (bounds.upper - bounds.lower) / d_edge.clamp_min(_ZERO_DISTANCE)
             converged = (error <= accuracy) | ~moving
-        exact = moving & ~(converged & torch.isfinite(unit))
+        # re-solved exactly: uncertified edges (with a certificate) and non-finite ones
+        # (always); without one, an edge that missed tol keeps its Sinkhorn value and
+        # converged=False (the speed setting)
+        exact = moving & ~torch.isfinite(unit)
+        if accuracy is not None:
+            exact |= moving & ~converged
         if bool(exact.any()):
             costs, _, _, (a, bb) = problems(source, target)
             unit = unit.masked_scatter(exact, emd(a[exact], bb[exact], costs[exact]))
