@@ -14,18 +14,43 @@ weight="weight")`` step for step (networkx's ``_pagerank_scipy``):
 Each graph (dense path) or personalization column (sparse path) is stopped at its own
 first converged step, exactly as if it had been run alone, so results do not depend on
 what else is in the batch.
+
+Gradients. The scores are differentiable with respect to ``weights`` (dense, or the values
+of a sparse CSR matrix), ``personalization`` and ``damping`` (a 0-d tensor). Write one step
+as ``F(x) = x A + c`` with ``A = damping * (T + delta p^T)`` (``delta`` the dangling
+indicator) and ``c = (1 - damping) p``; at the fixed point ``x* = c (I - A)^-1``, so for an
+upstream gradient ``g`` the adjoint ``v = g (I - A)^-T`` solves ``v = g + A^T v`` by the same
+power iteration (it contracts at rate ``damping``), and
+
+* ``dL/dc = v``, ``dL/dA = x*^T v``;
+* ``dL/dW[i, j] = damping * x*_i (v_j - (T v)_i) / s_i`` for a node of strength ``s_i > 0``;
+* ``dL/dp = (1 - damping) v + damping (x* . delta) v`` (before the normalization of ``p``,
+  which autograd differentiates);
+* ``dL/d damping = x* . (T v) + (x* . delta)(p . v) - p . v``.
+
+``grad="implicit"`` (the default) keeps no iterate in memory; ``grad="unrolled"`` runs the
+loop under autograd and is the check. A dangling node (all out-weights zero) has no
+gradient on its row: giving it any out-weight switches it from teleporting along ``p`` to
+following that edge, a jump, so its row's gradient is defined as 0. Which nodes are dangling
+is read from the weights and is not differentiated.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import torch
 from torch_geometric.utils import coalesce, to_undirected
 
 __all__ = [
+    "GRADIENTS",
     "PowerIterationFailedConvergence",
     "personalized_pagerank",
     "edge_index_to_csr",
 ]
+
+
+GRADIENTS = ("implicit", "unrolled")
 
 
 class PowerIterationFailedConvergence(RuntimeError):
@@ -36,11 +61,12 @@ def personalized_pagerank(
     weights: torch.Tensor,
     personalization: torch.Tensor,
     *,
-    damping: float = 0.85,
+    damping: float | torch.Tensor = 0.85,
     tol: float = 1e-6,
     max_iter: int = 100,
     mask: torch.Tensor | None = None,
     block_size: int | None = None,
+    grad: str = "implicit",
 ) -> torch.Tensor:
     """Personalized PageRank with networkx semantics, for many graphs or many queries.
 
@@ -62,8 +88,9 @@ def personalized_pagerank(
     personalization : torch.Tensor, shape (B, N), (N, Q) or (N,)
         Non-negative teleport weights; each vector is normalized to sum to one and must
         have a positive entry. Dangling mass is redistributed along it.
-    damping : float
-        The probability of following an edge (networkx's ``alpha``), in [0, 1].
+    damping : float or torch.Tensor
+        The probability of following an edge (networkx's ``alpha``), in [0, 1]; a 0-d
+        tensor to differentiate with respect to it.
     tol : float
         Convergence threshold: stop when ``||x_t - x_{t-1}||_1 < N * tol``.
     max_iter : int
@@ -78,6 +105,10 @@ def personalized_pagerank(
         Sparse path only. Run the power iteration over this many personalization
         columns at a time (all at once when None). Small blocks keep the gathered rows
         of the iterate in cache on CPU; results do not depend on it.
+    grad : {"implicit", "unrolled"}
+        How gradients are computed when an input requires grad (see the module
+        docstring): implicit differentiation of the fixed point, or autograd through the
+        iterations. Ignored otherwise; both give the same scores.
 
     Returns
     -------
@@ -98,8 +129,9 @@ def personalized_pagerank(
     >>> personalized_pagerank(w, torch.tensor([[1.0, 0.0]]), damping=0.5)
     tensor([[0.6667, 0.3333]])
     """
-    if not 0.0 <= damping <= 1.0:
-        raise ValueError(f"damping must lie in [0, 1], got {damping}")
+    damping = _check_damping(damping)
+    if grad not in GRADIENTS:
+        raise ValueError(f"grad must be one of {GRADIENTS}, got {grad!r}")
     if tol <= 0.0:
         raise ValueError(f"tol must be positive, got {tol}")
     if max_iter < 1:
@@ -107,12 +139,31 @@ def personalized_pagerank(
     if weights.layout == torch.sparse_csr:
         if mask is not None:
             raise ValueError("mask is only supported for dense weights of shape (B, N, N)")
-        return _sparse_ppr(weights, personalization, damping, tol, max_iter, block_size)
+        return _sparse_ppr(weights, personalization, damping, tol, max_iter, block_size, grad)
     if weights.layout != torch.strided:
         raise ValueError(f"weights must be dense or sparse CSR, got layout {weights.layout}")
     if block_size is not None:
         raise ValueError("block_size is only supported for sparse CSR weights")
-    return _dense_ppr(weights, personalization, damping, tol, max_iter, mask)
+    return _dense_ppr(weights, personalization, damping, tol, max_iter, mask, grad)
+
+
+def _check_damping(damping: float | torch.Tensor) -> float | torch.Tensor:
+    if isinstance(damping, torch.Tensor):
+        if damping.dim() != 0 or not damping.is_floating_point():
+            raise ValueError(f"damping must be a float or a 0-d float tensor, "
+                             f"got shape {tuple(damping.shape)} {damping.dtype}")
+        value = float(damping.detach())
+    else:
+        value = float(damping)
+    if not 0.0 <= value <= 1.0:  # also rejects NaN
+        raise ValueError(f"damping must lie in [0, 1], got {value}")
+    return damping if isinstance(damping, torch.Tensor) and damping.requires_grad else value
+
+
+def _needs_grad(*tensors: object) -> bool:
+    return torch.is_grad_enabled() and any(
+        isinstance(t, torch.Tensor) and t.requires_grad for t in tensors
+    )
 
 
 def _check_weights(values: torch.Tensor) -> None:
@@ -148,10 +199,11 @@ def _normalize_personalization(p: torch.Tensor, dim: int) -> torch.Tensor:
 def _dense_ppr(
     weights: torch.Tensor,
     personalization: torch.Tensor,
-    damping: float,
+    damping: float | torch.Tensor,
     tol: float,
     max_iter: int,
     mask: torch.Tensor | None,
+    grad: str,
 ) -> torch.Tensor:
     if weights.dim() != 3 or weights.shape[1] != weights.shape[2]:
         raise ValueError(f"weights must have shape (B, N, N), got {tuple(weights.shape)}")
@@ -160,7 +212,7 @@ def _dense_ppr(
         raise ValueError(
             f"personalization must have shape ({b}, {n}), got {tuple(personalization.shape)}"
         )
-    _check_weights(weights)
+    _check_weights(weights.detach())
     personalization = personalization.to(weights.dtype)
     if mask is not None:
         if mask.shape != (b, n) or mask.dtype != torch.bool:
@@ -168,29 +220,52 @@ def _dense_ppr(
                 f"mask must be a bool tensor of shape ({b}, {n}), "
                 f"got {mask.dtype} {tuple(mask.shape)}"
             )
-        keep = mask.to(weights.dtype)
         personalization = personalization.masked_fill(~mask, 0.0)
-        size = mask.sum(dim=1, keepdim=True).to(weights.dtype)
-        x = keep / size.clamp_min(1.0)
-    else:
-        keep = None
-        size = torch.full((b, 1), float(n), dtype=weights.dtype, device=weights.device)
-        x = torch.full((b, n), 1.0 / n, dtype=weights.dtype, device=weights.device)
     p = _normalize_personalization(personalization, dim=1)
+    keep = None if mask is None else mask.to(weights.dtype)
+    if not _needs_grad(weights, p, damping):
+        return _dense_solve(weights, p, float(damping), keep, tol, max_iter)[0]
+    damping = torch.as_tensor(damping, dtype=weights.dtype, device=weights.device)
+    if grad == "unrolled":
+        return _dense_unrolled(weights, p, damping, keep, tol, max_iter)
+    return _DensePageRank.apply(weights, p, damping, keep, tol, max_iter)
 
-    # x T = (x / s) W: scaling the iterate instead of the matrix allocates no (B, N, N)
-    # buffer; masked columns are left out of s and zeroed in each iterate instead.
+
+def _dense_structure(
+    weights: torch.Tensor, keep: torch.Tensor | None
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Inverse strengths, dangling indicator, start vector and graph sizes (no autograd)."""
+    b, n, _ = weights.shape
     if keep is None:
         strength = weights.sum(dim=2)
+        size = torch.full((b,), float(n), dtype=weights.dtype, device=weights.device)
+        x = torch.full((b, n), 1.0 / n, dtype=weights.dtype, device=weights.device)
     else:
         strength = torch.bmm(weights, keep.unsqueeze(2)).squeeze(2)
+        size = keep.sum(dim=1)
+        x = keep / size.clamp_min(1.0).unsqueeze(1)
     inv = torch.where(strength > 0, 1.0 / strength, 0.0)
     dangling = (strength == 0).to(weights.dtype)
     if keep is not None:
         dangling = dangling * keep
-    teleport = ((1.0 - damping) * p).unsqueeze(1)
-    threshold = size.squeeze(1) * tol
+    return inv, dangling, x, size
 
+
+def _dense_solve(
+    weights: torch.Tensor,
+    p: torch.Tensor,
+    damping: float,
+    keep: torch.Tensor | None,
+    tol: float,
+    max_iter: int,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The power iteration without autograd; returns ``(x, inv, dangling)``."""
+    b = weights.shape[0]
+    inv, dangling, x, size = _dense_structure(weights, keep)
+    # x T = (x / s) W: scaling the iterate instead of the matrix allocates no (B, N, N)
+    # buffer; masked columns are left out of s and zeroed in each iterate instead.
+    teleport = ((1.0 - damping) * p).unsqueeze(1)
+    threshold = size * tol
     done = torch.zeros(b, dtype=torch.bool, device=weights.device)
     for _ in range(max_iter):
         x_new = torch.baddbmm(teleport, (x * inv).unsqueeze(1), weights, alpha=damping)
@@ -201,19 +276,125 @@ def _dense_ppr(
         x = torch.where(done.unsqueeze(1), x, x_new)
         done |= err < threshold
         if bool(done.all()):
+            return x, inv, dangling
+    raise PowerIterationFailedConvergence(
+        f"{int((~done).sum())} of {b} graphs did not converge in {max_iter} iterations"
+    )
+
+
+def _dense_unrolled(
+    weights: torch.Tensor,
+    p: torch.Tensor,
+    damping: torch.Tensor,
+    keep: torch.Tensor | None,
+    tol: float,
+    max_iter: int,
+) -> torch.Tensor:
+    """The same iteration as :func:`_dense_solve`, out of place, under autograd."""
+    b = weights.shape[0]
+    with torch.no_grad():
+        _, dangling, x, size = _dense_structure(weights, keep)
+    if keep is None:
+        strength = weights.sum(dim=2)
+    else:
+        strength = torch.bmm(weights, keep.unsqueeze(2)).squeeze(2)
+    positive = strength > 0
+    inv = positive / torch.where(positive, strength, 1.0)  # no 1/0 on the autograd tape
+    threshold = size * tol
+    done = torch.zeros(b, dtype=torch.bool, device=weights.device)
+    for _ in range(max_iter):
+        walk = torch.bmm((x * inv).unsqueeze(1), weights).squeeze(1)
+        x_new = damping * (walk + p * (x * dangling).sum(dim=1, keepdim=True))
+        x_new = x_new + (1.0 - damping) * p
+        if keep is not None:
+            x_new = x_new * keep
+        err = (x_new - x).detach().abs().sum(dim=1)
+        x = torch.where(done.unsqueeze(1), x, x_new)
+        done = done | (err < threshold)
+        if bool(done.all()):
             return x
     raise PowerIterationFailedConvergence(
         f"{int((~done).sum())} of {b} graphs did not converge in {max_iter} iterations"
     )
 
 
+def _adjoint(
+    g: torch.Tensor,
+    apply_t: Callable[[torch.Tensor], torch.Tensor],
+    dangling: torch.Tensor,
+    p: torch.Tensor,
+    damping: float,
+    keep: torch.Tensor | None,
+    tol: float,
+    max_iter: int,
+    dim: int,
+) -> torch.Tensor:
+    """Solve ``v = g + damping * (T v + delta (p . v))`` by fixed-point iteration.
+
+    ``apply_t(v)`` is ``T v``; vectors run along ``dim`` (1: dense rows, 0: sparse
+    columns). Each vector stops at its first step whose L1 change is at most
+    ``tol * ||g||_1``.
+    """
+    threshold = tol * g.abs().sum(dim=dim)
+    done = torch.zeros_like(threshold, dtype=torch.bool)
+    v = g if keep is None else g * keep
+    for _ in range(max_iter):
+        v_new = g + damping * (apply_t(v) + dangling * (p * v).sum(dim=dim, keepdim=True))
+        if keep is not None:
+            v_new = v_new * keep
+        err = (v_new - v).abs().sum(dim=dim)
+        v = torch.where(done.unsqueeze(dim), v, v_new)
+        done |= err <= threshold
+        if bool(done.all()):
+            return v
+    raise PowerIterationFailedConvergence(
+        f"the adjoint of {int((~done).sum())} of {done.numel()} PageRank vectors did not "
+        f"converge in {max_iter} iterations"
+    )
+
+
+class _DensePageRank(torch.autograd.Function):
+    """Dense PPR with the implicit (adjoint) gradient; see the module docstring."""
+
+    @staticmethod
+    def forward(ctx, weights, p, damping, keep, tol, max_iter):
+        x, inv, dangling = _dense_solve(weights, p, float(damping), keep, tol, max_iter)
+        ctx.save_for_backward(weights, p, x, inv, dangling, damping)
+        ctx.keep, ctx.tol, ctx.max_iter = keep, tol, max_iter
+        return x
+
+    @staticmethod
+    def backward(ctx, g):
+        weights, p, x, inv, dangling, damping = ctx.saved_tensors
+        d, keep = float(damping), ctx.keep
+
+        def apply_t(v: torch.Tensor) -> torch.Tensor:
+            return inv * torch.bmm(weights, v.unsqueeze(2)).squeeze(2)
+
+        v = _adjoint(g, apply_t, dangling, p, d, keep, ctx.tol, ctx.max_iter, dim=1)
+        tv = apply_t(v)
+        pv = (p * v).sum(dim=1, keepdim=True)
+        xd = (x * dangling).sum(dim=1, keepdim=True)
+        grad_w = grad_p = grad_d = None
+        if ctx.needs_input_grad[0]:
+            grad_w = (d * x * inv).unsqueeze(2) * (v.unsqueeze(1) - tv.unsqueeze(2))
+            if keep is not None:
+                grad_w = grad_w * keep.unsqueeze(1)
+        if ctx.needs_input_grad[1]:
+            grad_p = (1.0 - d) * v + d * xd * v
+        if ctx.needs_input_grad[2]:
+            grad_d = ((x * tv).sum() + (xd * pv).sum() - pv.sum()).to(damping.dtype)
+        return grad_w, grad_p, grad_d, None, None, None
+
+
 def _sparse_ppr(
     weights: torch.Tensor,
     personalization: torch.Tensor,
-    damping: float,
+    damping: float | torch.Tensor,
     tol: float,
     max_iter: int,
     block_size: int | None,
+    grad: str,
 ) -> torch.Tensor:
     if weights.dim() != 2 or weights.shape[0] != weights.shape[1]:
         raise ValueError(f"sparse weights must have shape (N, N), got {tuple(weights.shape)}")
@@ -227,9 +408,27 @@ def _sparse_ppr(
         )
     if block_size is not None and block_size < 1:
         raise ValueError(f"block_size must be positive, got {block_size}")
-    _check_weights(weights.values())
+    _check_weights(weights.values().detach())
     p = _normalize_personalization(p.to(weights.dtype), dim=0)
+    if not _needs_grad(weights, p, damping):
+        out = _sparse_solve(weights, p, float(damping), tol, max_iter, block_size)
+    else:
+        damping = torch.as_tensor(damping, dtype=weights.dtype, device=weights.device)
+        if grad == "unrolled":
+            out = _sparse_unrolled(weights, p, damping, tol, max_iter)
+        else:
+            out = _SparsePageRank.apply(weights, p, damping, tol, max_iter, block_size)
+    return out.squeeze(1) if single else out
 
+
+def _sparse_solve(
+    weights: torch.Tensor,
+    p: torch.Tensor,
+    damping: float,
+    tol: float,
+    max_iter: int,
+    block_size: int | None,
+) -> torch.Tensor:
     transition_t, dangling = _transposed_transition(weights)
     q = p.shape[1]
     step = q if block_size is None else block_size
@@ -237,15 +436,20 @@ def _sparse_ppr(
         _sparse_power_iteration(transition_t, dangling, p[:, s : s + step], damping, tol, max_iter)
         for s in range(0, q, step)
     ]
-    out = torch.cat(blocks, dim=1) if len(blocks) > 1 else blocks[0]
-    return out.squeeze(1) if single else out
+    return torch.cat(blocks, dim=1) if len(blocks) > 1 else blocks[0]
+
+
+def _csr_rows(weights: torch.Tensor) -> torch.Tensor:
+    """The row of every stored entry of a CSR matrix, shape (E,)."""
+    crow = weights.crow_indices()
+    n = weights.shape[0]
+    return torch.repeat_interleave(torch.arange(n, device=weights.device), crow[1:] - crow[:-1])
 
 
 def _transposed_transition(weights: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Return ``(D^-1 W)^T`` as CSR and the ids of the dangling nodes."""
     n = weights.shape[0]
-    crow = weights.crow_indices()
-    rows = torch.repeat_interleave(torch.arange(n, device=weights.device), crow[1:] - crow[:-1])
+    rows = _csr_rows(weights)
     cols = weights.col_indices()
     values = weights.values()
     ones = torch.ones(n, 1, dtype=values.dtype, device=values.device)
@@ -289,6 +493,75 @@ def _sparse_power_iteration(
     raise PowerIterationFailedConvergence(
         f"{active.numel()} of {q} personalization vectors did not converge in {max_iter} iterations"
     )
+
+
+def _sparse_unrolled(
+    weights: torch.Tensor, p: torch.Tensor, damping: torch.Tensor, tol: float, max_iter: int
+) -> torch.Tensor:
+    """The sparse iteration under autograd, as an edge-list product (the check)."""
+    n, q = p.shape
+    rows, cols, values = _csr_rows(weights), weights.col_indices(), weights.values()
+    strength = torch.zeros(n, dtype=values.dtype, device=values.device).index_add(0, rows, values)
+    positive = strength > 0
+    inv = positive / torch.where(positive, strength, 1.0)
+    dangling = (~positive).to(values.dtype).unsqueeze(1)
+    edge = (values * inv[rows]).unsqueeze(1)
+    x = torch.full_like(p, 1.0 / n)
+    done = torch.zeros(q, dtype=torch.bool, device=p.device)
+    for _ in range(max_iter):
+        walk = torch.zeros_like(x).index_add(0, cols, edge * x[rows])
+        x_new = damping * (walk + p * (x * dangling).sum(dim=0, keepdim=True))
+        x_new = x_new + (1.0 - damping) * p
+        err = (x_new - x).detach().abs().sum(dim=0)
+        x = torch.where(done.unsqueeze(0), x, x_new)
+        done = done | (err < n * tol)
+        if bool(done.all()):
+            return x
+    raise PowerIterationFailedConvergence(
+        f"{int((~done).sum())} of {q} personalization vectors did not converge in "
+        f"{max_iter} iterations"
+    )
+
+
+class _SparsePageRank(torch.autograd.Function):
+    """Sparse-CSR PPR with the implicit (adjoint) gradient; see the module docstring."""
+
+    @staticmethod
+    def forward(ctx, weights, p, damping, tol, max_iter, block_size):
+        x = _sparse_solve(weights, p, float(damping), tol, max_iter, block_size)
+        ctx.save_for_backward(weights, p, x, damping)
+        ctx.tol, ctx.max_iter = tol, max_iter
+        return x
+
+    @staticmethod
+    def backward(ctx, g):
+        weights, p, x, damping = ctx.saved_tensors
+        d, n = float(damping), weights.shape[0]
+        ones = torch.ones(n, 1, dtype=x.dtype, device=x.device)
+        strength = (weights.detach() @ ones).squeeze(1)
+        inv = torch.where(strength > 0, 1.0 / strength, 0.0).unsqueeze(1)
+        dangling = (strength == 0).to(x.dtype).unsqueeze(1)
+
+        def apply_t(v: torch.Tensor) -> torch.Tensor:
+            return inv * (weights.detach() @ v)
+
+        v = _adjoint(g, apply_t, dangling, p, d, None, ctx.tol, ctx.max_iter, dim=0)
+        tv = apply_t(v)
+        pv = (p * v).sum(dim=0, keepdim=True)
+        xd = (x * dangling).sum(dim=0, keepdim=True)
+        grad_w = grad_p = grad_d = None
+        if ctx.needs_input_grad[0]:
+            rows, cols = _csr_rows(weights), weights.col_indices()
+            through = (x * tv).sum(dim=1)
+            values = d * inv[rows, 0] * ((x[rows] * v[cols]).sum(dim=1) - through[rows])
+            grad_w = torch.sparse_csr_tensor(
+                weights.crow_indices(), cols, values, weights.shape, check_invariants=False
+            )
+        if ctx.needs_input_grad[1]:
+            grad_p = (1.0 - d) * v + d * xd * v
+        if ctx.needs_input_grad[2]:
+            grad_d = ((x * tv).sum() + (xd * pv).sum() - pv.sum()).to(damping.dtype)
+        return grad_w, grad_p, grad_d, None, None, None
 
 
 def edge_index_to_csr(

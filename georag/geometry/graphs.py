@@ -2,6 +2,16 @@
 
 Pure tensor math: every function takes a leading batch dimension B and works on
 B graphs at once, on whatever device and dtype its inputs carry.
+
+Gradients, for a fixed topology. :func:`knn_graph`'s lengths are differentiable with
+respect to the embeddings (the choice of the k nearest neighbours is discrete and is not).
+:func:`single_source_shortest_paths` is differentiable with respect to the edge lengths:
+a shortest-path length is a minimum over paths, whose (sub)gradient is the indicator of
+the edges on the minimizing path. Ties: among the predecessors ``i`` of ``j`` with
+``d_i + l_ij = d_j`` found in the earliest relaxation round (fewest edges), the lowest
+index carries the gradient, so exactly one shortest path per node does (one element of
+the subdifferential; a zero-length edge cannot form a cycle). Unreachable nodes and
+the source have zero gradient.
 """
 
 from __future__ import annotations
@@ -203,6 +213,7 @@ def knn_graph(
     lengths : torch.Tensor, shape (B, M, M)
         Symmetric cosine distances ``1 - cos(x_i, x_j)`` clamped at 0; 0 on the
         diagonal, ``inf`` for pairs with a masked node (as :func:`cosine_dissimilarity`).
+        Differentiable with respect to ``x`` (the adjacency is not).
     adjacency : torch.Tensor, shape (B, M, M), bool
         Symmetric edge mask, False on the diagonal and at masked nodes.
     """
@@ -220,6 +231,10 @@ def knn_graph(
         raise ValueError("x holds non-finite values (NaN or inf) at unmasked nodes")
     if (real == 0).any():
         raise ValueError("x holds zero vectors at unmasked nodes; cosine distance is undefined")
+    if torch.is_grad_enabled() and x.requires_grad:
+        with torch.no_grad():
+            _, adjacency = knn_graph(x, k, mutual=mutual, mask=mask)
+        return _cosine_lengths(x, mask), adjacency
     # Few passes and no (B, M, D) copy: the (B, M, M) buffers dominate at M ~ 100.
     inv = torch.where(mask, 1.0 / norms, 0.0)
     gram = torch.bmm(x, x.transpose(1, 2))
@@ -239,6 +254,18 @@ def knn_graph(
     reverse = directed.transpose(1, 2)
     adjacency = directed & reverse if mutual else directed | reverse
     return lengths, adjacency
+
+
+def _cosine_lengths(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """:func:`knn_graph`'s lengths, out of place (for autograd); same floating-point ops."""
+    m = x.shape[1]
+    safe = x.masked_fill(~mask.unsqueeze(2), 1.0)  # no norm or 1/norm of a padding row
+    inv = torch.where(mask, 1.0 / safe.norm(dim=2), 0.0)
+    gram = torch.bmm(x, x.transpose(1, 2)) * inv.unsqueeze(2) * inv.unsqueeze(1)
+    lengths = ((gram + gram.transpose(1, 2)) * -0.5 + 1.0).clamp_min(0.0)
+    pair = mask.unsqueeze(2) & mask.unsqueeze(1)
+    eye = torch.eye(m, dtype=torch.bool, device=x.device)
+    return lengths.masked_fill(~pair, torch.inf).masked_fill(eye, 0.0)
 
 
 def single_source_shortest_paths(
@@ -286,12 +313,50 @@ def single_source_shortest_paths(
     if weights.numel() and not bool(weights.amin() >= 0):  # catches NaN too
         raise ValueError("lengths must be non-negative and not NaN on every edge")
 
-    dist = torch.full((b, m), torch.inf, dtype=lengths.dtype, device=lengths.device)
+    if torch.is_grad_enabled() and lengths.requires_grad:
+        return _differentiable_paths(lengths, weights.detach(), source)
+    return _bellman_ford(weights, source)[0]
+
+
+def _bellman_ford(
+    weights: torch.Tensor, source: torch.Tensor, *, levels: bool = False
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Distances from ``source`` over ``weights`` (``inf``: no edge); optionally the round
+    in which each distance was last lowered (the edge count of its shortest path)."""
+    b, m, _ = weights.shape
+    dist = torch.full((b, m), torch.inf, dtype=weights.dtype, device=weights.device)
     dist.scatter_(1, source.unsqueeze(1), 0.0)
+    level = torch.zeros(b, m, dtype=torch.long, device=weights.device) if levels else None
     through = torch.empty_like(weights)  # reused: fresh (B, M, M) buffers cost page faults
-    for _ in range(m - 1):
+    for step in range(m - 1):
         relaxed = torch.minimum(dist, torch.add(weights, dist.unsqueeze(2), out=through).amin(1))
         if torch.equal(relaxed, dist):
             break
+        if level is not None:
+            level.masked_fill_(relaxed < dist, step + 1)
         dist = relaxed
-    return dist
+    return dist, level
+
+
+def _differentiable_paths(
+    lengths: torch.Tensor, weights: torch.Tensor, source: torch.Tensor
+) -> torch.Tensor:
+    """Shortest-path lengths whose gradient runs along one shortest-path tree.
+
+    The value is the Bellman-Ford distance itself; the tree (each node's predecessor of
+    lowest level, then lowest index, see the module docstring) is summed under autograd.
+    """
+    with torch.no_grad():
+        dist, level = _bellman_ford(weights, source, levels=True)
+        b, m = dist.shape
+        earlier = level.unsqueeze(2) < level.unsqueeze(1)  # [b, i, j]: level_i < level_j
+        through = (weights + dist.unsqueeze(2)).masked_fill(~earlier, torch.inf)
+        best, pred = through.min(dim=1)  # first minimum: lowest index
+        has_pred = torch.isfinite(best) & torch.isfinite(dist)
+        has_pred.scatter_(1, source.unsqueeze(1), False)
+        depth = int(level.max()) if level.numel() else 0
+    step = lengths.gather(1, pred.unsqueeze(1)).squeeze(1)  # lengths[b, pred_j, j]
+    total = torch.zeros_like(step)
+    for _ in range(max(depth, 1)):  # once at least: the result is always on the tape
+        total = torch.where(has_pred, total.gather(1, pred) + step, 0.0)
+    return dist + (total - total.detach())
