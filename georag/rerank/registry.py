@@ -40,6 +40,11 @@ _METHODS: dict[str, tuple[str, str, str | None]] = {
     "hyte": ("georag.rerank.hyte", "HyTERetriever", "HyTEConfig"),
     "iso": ("georag.rerank.iso_rag", "IsoRag", "IsoRagConfig"),
     "ppr_global": ("georag.rerank.iso_rag", "GlobalPPR", "GlobalPPRConfig"),
+    "learned_diffusion": ("georag.rerank.learned_diffusion", "LearnedDiffusion",
+                          "LearnedDiffusionConfig"),
+    "learned_maniscope": ("georag.rerank.learned_maniscope", "LearnedManiscope",
+                          "LearnedManiscopeConfig"),
+    "learned_map": ("georag.rerank.learned_map", "LearnedMap", "LearnedMapConfig"),
 }
 
 

@@ -1,0 +1,148 @@
+"""The base of every learnable reranker: knobs as parameters, scores under autograd.
+
+A learnable reranker is a :class:`torch.nn.Module` that is also a
+:class:`~georag.rerank.base.Reranker`: called on a :class:`CandidateBatch` it returns a
+:class:`RerankResult`. Its parameters are the knobs of a fixed method (parameterised by
+:mod:`georag.models.knobs` so that they stay valid), initialised at the paper's defaults so
+that an untrained learnable reranker gives the fixed method's scores, plus a fusion
+weight on the first-stage score (0 at start) and, optionally, a learned linear map of the
+embeddings (the identity at start).
+
+A new reranker is built in eval mode: called, it runs without autograd, as every
+inference path expects; ``.train()`` (Lightning does it) records gradients.
+
+A subclass implements :meth:`LearnableReranker.score`, the differentiable scores over the
+candidates it ranks (the training target), and may narrow what inference keeps in
+:meth:`LearnableReranker.keep` (e.g. a top-k cut, which is discrete and not trained).
+
+Weights are saved with :meth:`LearnableReranker.save` (atomic write, SHA-256 of the
+payload) and loaded by giving the config field ``weights``; through the registry that is
+``make_reranker("learned_diffusion", {"learned_diffusion": {"weights": PATH}})``, i.e.
+``georag eval --methods learned_diffusion --method-options ...``. A saved file carries its
+config: when ``weights`` is given, every other field comes from the file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+from dataclasses import fields, replace
+from pathlib import Path
+from typing import Any, ClassVar
+
+import torch
+from torch import nn
+
+from georag.rerank.base import CandidateBatch, RerankResult
+from georag.retrieval.cache import atomic_write_bytes
+
+__all__ = ["LearnableReranker", "WEIGHTS_FORMAT", "load_weights"]
+
+WEIGHTS_FORMAT = "georag-learned-reranker-v1"
+
+
+class LearnableReranker(nn.Module):
+    """Base class; see the module docstring.
+
+    Subclasses set ``name`` and ``config_class`` and build their knobs in ``__init__``
+    after calling ``super().__init__(config)``, then call :meth:`_load_if_given`.
+
+    Parameters
+    ----------
+    config : dataclass
+        The method's config; its ``weights`` field names a saved file or is None.
+    """
+
+    name: ClassVar[str]
+    config_class: ClassVar[type]
+
+    def __init__(self, config: Any) -> None:
+        super().__init__()
+        if config.weights is not None:
+            saved = load_weights(config.weights, self.name)
+            config = replace(self.config_class(**saved["config"]), weights=config.weights)
+            self._pending = saved["state_dict"]
+        else:
+            self._pending = None
+        self.config = config
+
+    def _load_if_given(self) -> None:
+        """Load the saved state (when ``weights`` was given) and switch to eval mode; call
+        at the end of a subclass's __init__."""
+        if self._pending is not None:
+            self.load_state_dict(self._pending)
+            self._pending = None
+        self.eval()
+
+    def score(self, batch: CandidateBatch) -> tuple[torch.Tensor, torch.Tensor]:
+        """Differentiable scores and the candidates they rank.
+
+        Returns
+        -------
+        scores : torch.Tensor, shape (B, M)
+            Finite where ``ranked`` is True (any value elsewhere).
+        ranked : torch.Tensor, shape (B, M), bool
+        """
+        raise NotImplementedError
+
+    def keep(self, scores: torch.Tensor, ranked: torch.Tensor) -> torch.Tensor:
+        """Which ranked candidates inference keeps (all of them by default)."""
+        return ranked
+
+    def forward(self, batch: CandidateBatch) -> RerankResult:
+        """Rerank ``batch``; in eval mode without autograd (inference)."""
+        with torch.set_grad_enabled(self.training and torch.is_grad_enabled()):
+            scores, ranked = self.score(batch)
+        return RerankResult.from_scores(scores, self.keep(scores.detach(), ranked))
+
+    def knobs(self) -> dict[str, float]:
+        """The current value of every scalar knob, by name."""
+        return {
+            name: float(module().detach())
+            for name, module in self.named_children()
+            if isinstance(module, nn.Module) and hasattr(module, "raw")
+        }
+
+    def save(self, path: str | os.PathLike) -> str:
+        """Write config and weights to ``path`` atomically; returns the payload's SHA-256."""
+        config = {f.name: getattr(self.config, f.name) for f in fields(self.config)}
+        config["weights"] = None
+        buffer = io.BytesIO()
+        torch.save(
+            {"method": self.name, "config": config,
+             "state_dict": {k: v.detach().cpu() for k, v in self.state_dict().items()}},
+            buffer,
+        )
+        payload = buffer.getvalue()
+        digest = hashlib.sha256(payload).hexdigest()
+        blob = {"format": WEIGHTS_FORMAT, "sha256": digest, "payload": payload}
+        atomic_write_bytes(Path(path), lambda tmp: torch.save(blob, tmp))
+        return digest
+
+
+def load_weights(path: str | os.PathLike, method: str) -> dict:
+    """Read and verify a file written by :meth:`LearnableReranker.save`.
+
+    Raises
+    ------
+    ValueError
+        Naming ``weights`` when the file is missing, not a weights file, corrupt (checksum
+        mismatch) or saved by another method.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"weights: no such file {str(path)!r}")
+    try:
+        blob = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as error:  # any unreadable file is the same user error
+        raise ValueError(f"weights: {str(path)!r} is not a georag weights file ({error})") from None
+    if not isinstance(blob, dict) or blob.get("format") != WEIGHTS_FORMAT:
+        raise ValueError(f"weights: {str(path)!r} is not a {WEIGHTS_FORMAT} file")
+    if hashlib.sha256(blob["payload"]).hexdigest() != blob["sha256"]:
+        raise ValueError(f"weights: {str(path)!r} is corrupt (SHA-256 mismatch)")
+    saved = torch.load(io.BytesIO(blob["payload"]), map_location="cpu", weights_only=True)
+    if saved["method"] != method:
+        raise ValueError(f"weights: {str(path)!r} holds {saved['method']!r} weights, "
+                         f"not {method!r}")
+    return saved
