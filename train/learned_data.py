@@ -90,14 +90,20 @@ class LearnedPoolData(L.LightningDataModule):
             raise ValueError(f"batch_size must be positive, got {batch_size}")
         self.save_hyperparameters()
         self.pool: Pool | None = None
+        self._given: Pool | None = None
+
+    def use_pool(self, pool: Pool) -> LearnedPoolData:
+        """Split this already loaded pool (of ``train_split``) instead of loading one."""
+        self._given = pool
+        return self
 
     def setup(self, stage: str | None = None) -> None:
         if self.pool is not None:
             return
         hp = self.hparams
-        pool = load_pool(hp.dataset, split=hp.train_split, data_dir=hp.data_dir, top_m=hp.top_m,
-                         cache_dir=hp.cache_dir, max_queries=hp.max_queries,
-                         max_corpus=hp.max_corpus)
+        pool = self._given or load_pool(
+            hp.dataset, split=hp.train_split, data_dir=hp.data_dir, top_m=hp.top_m,
+            cache_dir=hp.cache_dir, max_queries=hp.max_queries, max_corpus=hp.max_corpus)
         rows = split_rows(pool.batch.batch_size, protocol=hp.protocol,
                           val_fraction=hp.val_fraction, seed=hp.seed, folds=hp.folds,
                           fold=hp.fold)

@@ -10,7 +10,8 @@ query's ranked candidates, with a learned temperature. Optimizer: Adam, or
 output on the held-out training queries (``val/ndcg@10``; ``val/ndcg@10_init`` before the
 first step). A non-finite gradient raises :class:`FloatingPointError` in the training step,
 before the optimizer can touch the weights. When fitting ends, the weights of the best
-validation epoch are written to ``export_path`` (with a JSON summary beside it).
+validation epoch (the starting weights included) are loaded back into the reranker and
+written to ``export_path`` (with a JSON summary beside it).
 """
 
 from __future__ import annotations
@@ -113,6 +114,8 @@ class LearnedRerankerModule(L.LightningModule):
         self.reranker.train(was)
         initial = float(torch.cat(values).mean()) if values else float("nan")
         self.initial_ndcg = initial
+        if values:  # the starting knobs compete too: a run never exports worse weights
+            self._best = (initial, copy.deepcopy(self.reranker.state_dict()))
         for logger in self.loggers:
             logger.log_metrics({"val/ndcg@10_init": initial}, step=0)
 
@@ -142,15 +145,16 @@ class LearnedRerankerModule(L.LightningModule):
         return torch.optim.Adam(groups)
 
     def on_fit_end(self) -> None:
+        if self._best is not None:  # the reranker leaves fit with its best epoch's weights
+            self.reranker.load_state_dict(self._best[1])
+        self.train_seconds = time.perf_counter() - self._started
         path = self.hparams.export_path
         if not path or not self.trainer.is_global_zero or self._best is None:
             return
-        self.reranker.load_state_dict(self._best[1])
-        self.reranker.cpu()
         digest = self.reranker.save(path)
         summary = {"method": self.hparams.method, "val_ndcg@10_init": self.initial_ndcg,
                    "val_ndcg@10_best": self._best[0], "epochs": self.current_epoch,
-                   "train_seconds": time.perf_counter() - self._started,
+                   "train_seconds": self.train_seconds,
                    "knobs": self.reranker.knobs(), "sha256": digest,
                    "split": getattr(self.trainer.datamodule, "split", None)}
         Path(str(path) + ".json").write_text(json.dumps(summary, indent=1))

@@ -58,7 +58,8 @@ class Pool:
         for q in batch.query_ids:
             best = sorted((max(g, 0) for g in qrels[q].values()), reverse=True)[:CUT]
             ideal.append(float(np.dot(best, discount[: len(best)])))
-        return cls(batch, {q: qrels[q] for q in batch.query_ids}, gains, torch.tensor(ideal))
+        return cls(batch, {q: qrels[q] for q in batch.query_ids}, gains,
+                   torch.tensor(ideal, dtype=torch.float64))
 
     def subset(self, rows: list[int]) -> Pool:
         """The queries at positions ``rows`` (in that order)."""

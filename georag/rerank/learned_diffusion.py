@@ -149,11 +149,10 @@ def _cosine_graph(cands: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
 
     The same floating-point operations as :func:`georag.rerank.diffusion.cosine_gram`.
     """
-    safe = cands.masked_fill(~mask.unsqueeze(2), 1.0)
-    norms = safe.norm(dim=2)
+    norms = cands.norm(dim=2)
     if (norms[mask] == 0).any():
         raise ValueError("cands holds zero vectors; cosine similarity is undefined")
-    inv = torch.where(mask, 1.0 / norms, 0.0)
+    inv = mask / torch.where(mask, norms, 1.0)  # no 1/0 of a padding row on the tape
     gram = torch.bmm(cands, cands.transpose(1, 2)) * inv.unsqueeze(2) * inv.unsqueeze(1)
     pair = mask.unsqueeze(2) & mask.unsqueeze(1)
     pair = pair & ~torch.eye(mask.shape[1], dtype=torch.bool, device=mask.device)
