@@ -19,14 +19,18 @@ other four (with their own 20% validation part), and the table pools the report 
 No test or report query chooses anything.
 
 Statistics (per data set): mean over queries with a 95% percentile bootstrap interval
-(``scipy.stats.bootstrap``), and a paired two-sided randomization test of NDCG@10 against
-dense (``scipy.stats.permutation_test``), Holm-corrected over the methods
-(``statsmodels.stats.multitest.multipletests``).
+(``scipy.stats.bootstrap``), and a paired two-sided randomization test of the first metric
+(NDCG@10; Recall@5 on multi-hop sets) against dense (``scipy.stats.permutation_test``),
+Holm-corrected over the methods (``statsmodels.stats.multitest.multipletests``).
 
 Usage::
 
     GEORAG_DATA=../shared/data python scripts/quality_learned.py \\
         --datasets scifact cranfield cisi --out docs/learned_results.md
+
+Multi-hop sets (``hotpotqa_dev500``, ``musique_qa100``: supporting paragraphs as relevance
+labels, 5-fold CV) report Recall@5 and Recall@2 first. Each data set's result is kept in
+``--work`` so that later runs add sections to the same table file.
 """
 
 from __future__ import annotations
@@ -47,6 +51,7 @@ from lightning.pytorch.loggers import CSVLogger
 from scipy.stats import bootstrap, permutation_test
 from statsmodels.stats.multitest import multipletests
 
+from georag.data.datasets import MULTIHOP_FILES
 from georag.eval.metrics import per_query
 from georag.rerank.base import IdentityReranker, RerankResult
 from georag.rerank.registry import make_reranker
@@ -56,8 +61,10 @@ from train.learned_module import LearnedRerankerModule
 from train.pools import Pool, load_pool
 from train.tune import tune
 
-METRICS = ("ndcg@10", "recall@10", "mrr@10")
-FIXED = {"learned_diffusion": "diffusion", "learned_maniscope": "maniscope"}
+BEIR_METRICS = ("ndcg@10", "recall@10", "mrr@10")
+MULTIHOP_METRICS = ("recall@5", "recall@2", "ndcg@10", "mrr@10")
+ORDER = ("scifact", "cranfield", "cisi", "hotpotqa_dev500", "musique_qa100")
+GEOMETRIC = ("learned_diffusion", "learned_maniscope")
 
 
 def rerank(reranker, pool: Pool, batch_size: int = 256) -> dict[str, dict[str, float]]:
@@ -127,7 +134,7 @@ def run_dataset(dataset: str, args, encoder) -> dict:
         folder = Path(args.work) / dataset / label
         add("dense", rerank(IdentityReranker(), report))
         for method in args.methods:
-            short = FIXED[method]
+            short = make_reranker(method).fixed_method
             add(f"{short} paper", rerank(make_reranker(short), report))
             start = time.perf_counter()
             best, study = tune(method, train, trials=args.trials, seed=args.seed)
@@ -143,29 +150,35 @@ def run_dataset(dataset: str, args, encoder) -> dict:
     return {"runs": runs, "seconds": seconds, "notes": notes, "qrels": qrels}
 
 
-def statistics(result: dict, args) -> list[dict]:
+def metrics_of(dataset: str) -> tuple[str, ...]:
+    """Reported metrics; the first is the one tested against dense."""
+    return MULTIHOP_METRICS if dataset in MULTIHOP_FILES else BEIR_METRICS
+
+
+def statistics(result: dict, metrics: tuple[str, ...], args) -> list[dict]:
     rng = np.random.default_rng(args.seed)
     qrels = result["qrels"]
-    table = {name: per_query(run, qrels, METRICS) for name, run in result["runs"].items()}
+    table = {name: per_query(run, qrels, metrics) for name, run in result["runs"].items()}
     queries = sorted(qrels)
-    values = {name: {m: np.array([t[m][q] for q in queries]) for m in METRICS}
+    values = {name: {m: np.array([t[m][q] for q in queries]) for m in metrics}
               for name, t in table.items()}
-    dense = values["dense"]["ndcg@10"]
+    primary = metrics[0]
+    dense = values["dense"][primary]
     rows, pvalues = [], []
     for name, per in values.items():
         row = {"method": name, "queries": len(queries),
                "train_s": result["seconds"].get(name, 0.0)}
-        for metric in METRICS:
+        for metric in metrics:
             x = per[metric]
             ci = bootstrap((x,), np.mean, n_resamples=args.resamples, confidence_level=0.95,
                            method="percentile", rng=rng).confidence_interval
             row[metric] = float(x.mean())
             row[f"{metric}_ci"] = (float(ci.low), float(ci.high))
         if name != "dense":
-            test = permutation_test((per["ndcg@10"], dense), lambda a, b: np.mean(a - b),
+            test = permutation_test((per[primary], dense), lambda a, b: np.mean(a - b),
                                     permutation_type="samples", n_resamples=args.resamples,
                                     alternative="two-sided", rng=rng)
-            row["delta_ndcg"] = float((per["ndcg@10"] - dense).mean())
+            row["delta"] = float((per[primary] - dense).mean())
             row["p"] = float(test.pvalue)
             pvalues.append(row["p"])
         rows.append(row)
@@ -175,26 +188,33 @@ def statistics(result: dict, args) -> list[dict]:
     return rows
 
 
-def markdown(dataset: str, rows: list[dict]) -> str:
-    head = ("| method | NDCG@10 [95% CI] | Recall@10 [95% CI] | MRR@10 [95% CI] | "
-            "ΔNDCG@10 vs dense | p (Holm) | training s |\n|---|---|---|---|---|---|---|\n")
+def markdown(dataset: str, saved: dict) -> str:
+    metrics, rows = saved["metrics"], saved["rows"]
+    names = {"ndcg@10": "NDCG@10", "recall@10": "Recall@10", "recall@2": "Recall@2",
+             "recall@5": "Recall@5", "mrr@10": "MRR@10"}
+    head = ("| method | " + " | ".join(f"{names[m]} [95% CI]" for m in metrics)
+            + f" | Δ{names[metrics[0]]} vs dense | p (Holm) | training s |\n|"
+            + "---|" * (len(metrics) + 4) + "\n")
     lines = []
     for r in rows:
         cells = [r["method"]]
-        for metric in METRICS:
+        for metric in metrics:
             low, high = r[f"{metric}_ci"]
             cells.append(f"{r[metric]:.4f} [{low:.4f}, {high:.4f}]")
-        cells.append(f"{r['delta_ndcg']:+.4f}" if "delta_ndcg" in r else "")
+        cells.append(f"{r['delta']:+.4f}" if "delta" in r else "")
         cells.append(f"{r['p_holm']:.4f}" if "p_holm" in r else "")
         cells.append(f"{r['train_s']:.1f}" if r["train_s"] else "")
         lines.append("| " + " | ".join(cells) + " |")
-    return f"### {dataset} ({rows[0]['queries']} report queries)\n\n" + head + "\n".join(lines)
+    return (f"### {dataset} ({rows[0]['queries']} report queries)\n\n"
+            f"`{saved['command']}`; {saved['date']}, load average {saved['load']}\n\n"
+            + head + "\n".join(lines))
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--datasets", nargs="+", default=["scifact", "cranfield", "cisi"])
-    parser.add_argument("--methods", nargs="+", default=list(FIXED), choices=list(FIXED))
+    parser.add_argument("--methods", nargs="+", default=list(GEOMETRIC),
+                        help="learnable geometric rerankers (registry names)")
     parser.add_argument("--trials", type=int, default=50)
     parser.add_argument("--epochs", type=int, default=40)
     parser.add_argument("--patience", type=int, default=8)
@@ -211,38 +231,43 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--out", default="docs/learned_results.md")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
-    started = time.perf_counter()
-    load_start = os.getloadavg()[0]
     encoder = TextEncoder("all-MiniLM-L6-v2", show_progress=False)
-    sections, raw = [], {}
+    work = Path(args.work)
+    work.mkdir(parents=True, exist_ok=True)
     for dataset in args.datasets:
+        started, load_start = time.perf_counter(), os.getloadavg()[0]
         result = run_dataset(dataset, args, encoder)
-        rows = statistics(result, args)
-        raw[dataset] = {"rows": rows, "notes": result["notes"]}
-        sections.append(markdown(dataset, rows))
-        print(sections[-1], flush=True)
+        metrics = metrics_of(dataset)
+        saved = {
+            "metrics": metrics, "rows": statistics(result, metrics, args),
+            "notes": result["notes"],
+            "command": f"python scripts/quality_learned.py --datasets {dataset} --trials "
+                       f"{args.trials} --epochs {args.epochs} --patience {args.patience} "
+                       f"--lr {args.lr} --seed {args.seed}",
+            "date": f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC, "
+                    f"{(time.perf_counter() - started) / 60:.1f} min",
+            "load": f"{load_start:.1f} -> {os.getloadavg()[0]:.1f}",
+        }
+        (work / f"{dataset}.json").write_text(json.dumps(saved, indent=1, default=str))
+        print(markdown(dataset, saved), flush=True)
+    sections = [markdown(name, json.loads((work / f"{name}.json").read_text()))
+                for name in ORDER if (work / f"{name}.json").is_file()]
     header = (
         "# Learned geometry: results\n\n"
-        "Generated by `scripts/quality_learned.py`; do not edit by hand.\n\n"
-        f"- command: `python scripts/quality_learned.py --datasets {' '.join(args.datasets)} "
-        f"--trials {args.trials} --epochs {args.epochs} --patience {args.patience} "
-        f"--seed {args.seed}`\n"
-        f"- date: {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC, wall time "
-        f"{(time.perf_counter() - started) / 60:.1f} min; load average (1 min) {load_start:.1f} "
-        f"at the start, {os.getloadavg()[0]:.1f} at the end; {torch.get_num_threads()} torch "
-        f"thread(s), {platform.machine()}, torch {torch.__version__}\n"
+        "Generated by `scripts/quality_learned.py` (one section per data set, each with its "
+        "command); do not edit by hand.\n\n"
+        f"- machine: {platform.machine()}, {torch.get_num_threads()} torch thread(s), torch "
+        f"{torch.__version__}, CPU; shared with other jobs (load average per section)\n"
         "- pool: dense all-MiniLM-L6-v2 top 100 (exact faiss); scifact: train on "
-        "qrels/train.tsv, report on test; cranfield, cisi: seeded 5-fold CV over queries, "
+        "qrels/train.tsv, report on test; the others: seeded 5-fold CV over queries, "
         "report folds pooled\n"
-        "- CI: 95% percentile bootstrap over queries; p: paired randomization test of NDCG@10 "
-        "against dense, Holm-corrected over the methods of the data set\n"
+        "- CI: 95% percentile bootstrap over queries; p: paired randomization test of the "
+        "first metric against dense, Holm-corrected over the methods of the data set\n"
         "- training s: gradient training (learned rows) or the TPE search (tuned rows), summed "
         "over folds\n\n"
     )
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(header + "\n\n".join(sections) + "\n")
-    Path(args.work).mkdir(parents=True, exist_ok=True)
-    (Path(args.work) / "results.json").write_text(json.dumps(raw, indent=1, default=str))
 
 
 if __name__ == "__main__":

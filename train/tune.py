@@ -17,28 +17,7 @@ from georag.rerank.registry import make_reranker
 from train.losses import ndcg_at_k
 from train.pools import Pool
 
-__all__ = ["SEARCH_SPACES", "tune", "pool_ndcg"]
-
-# knob -> (low, high, log scale); the paper default is enqueued as the first trial
-SEARCH_SPACES: dict[str, dict[str, tuple[float, float, bool]]] = {
-    "learned_diffusion": {
-        "damping": (0.05, 0.99, False),
-        "edge_power": (0.1, 10.0, True),
-        "teleport_power": (0.1, 10.0, True),
-        "fusion": (1e-4, 10.0, True),
-    },
-    "learned_maniscope": {
-        "alpha": (0.01, 0.99, False),
-        "length_scale": (0.01, 10.0, True),
-        "fusion": (1e-4, 10.0, True),
-    },
-}
-PAPER_DEFAULTS = {
-    "learned_diffusion": {"damping": 0.85, "edge_power": 1.0, "teleport_power": 1.0,
-                          "fusion": 1e-4},
-    "learned_maniscope": {"alpha": 0.5, "length_scale": 1.0, "fusion": 1e-4},
-}
-
+__all__ = ["tune", "pool_ndcg"]
 
 def pool_ndcg(reranker, pool: Pool, *, batch_size: int = 256) -> float:
     """Mean NDCG@10 of ``reranker``'s inference output over every query of ``pool``."""
@@ -60,12 +39,12 @@ def tune(method: str, pool: Pool, *, trials: int = 50, seed: int = 0,
     Parameters
     ----------
     method : str
-        A key of :data:`SEARCH_SPACES`.
+        Registry name of a learnable reranker; its class's ``search_space`` is searched.
     pool : Pool
         The training queries' candidates.
     trials : int
-        TPE trials (the first is the paper default, with a negligible fusion weight since
-        the fusion search is on a log scale).
+        TPE trials (the first is the config's defaults, the paper's, clipped into the
+        search box: a fusion weight of 0 becomes the low end of its log range).
     seed : int
         Sampler seed.
     options : dict, optional
@@ -77,11 +56,14 @@ def tune(method: str, pool: Pool, *, trials: int = 50, seed: int = 0,
         The best knob values, as reranker options.
     study : optuna.Study
     """
-    if method not in SEARCH_SPACES:
-        raise ValueError(f"method must be one of {sorted(SEARCH_SPACES)}, got {method!r}")
+    reranker = make_reranker(method)
+    space = getattr(reranker, "search_space", None)
+    if not space:
+        raise ValueError(f"method: {method!r} is not a learnable reranker with a search space")
     if trials < 1:
         raise ValueError(f"trials must be positive, got {trials}")
-    space = SEARCH_SPACES[method]
+    defaults = {name: min(max(float(getattr(reranker.config, name)), low), high)
+                for name, (low, high, _) in space.items()}
 
     def objective(trial: optuna.Trial) -> float:
         knobs = {name: trial.suggest_float(name, low, high, log=log)
@@ -92,6 +74,6 @@ def tune(method: str, pool: Pool, *, trials: int = 50, seed: int = 0,
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     study = optuna.create_study(direction="maximize",
                                 sampler=optuna.samplers.TPESampler(seed=seed))
-    study.enqueue_trial(PAPER_DEFAULTS[method])
+    study.enqueue_trial(defaults)
     study.optimize(objective, n_trials=trials)
     return dict(study.best_params), study

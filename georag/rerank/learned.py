@@ -45,7 +45,8 @@ WEIGHTS_FORMAT = "georag-learned-reranker-v1"
 class LearnableReranker(nn.Module):
     """Base class; see the module docstring.
 
-    Subclasses set ``name`` and ``config_class`` and build their knobs in ``__init__``
+    Subclasses set ``name``, ``config_class``, ``fixed_method`` and ``search_space``
+    (whose keys are config fields) and build their knobs in ``__init__``
     after calling ``super().__init__(config)``, then call :meth:`_load_if_given`.
 
     Parameters
@@ -56,6 +57,10 @@ class LearnableReranker(nn.Module):
 
     name: ClassVar[str]
     config_class: ClassVar[type]
+    #: registry name of the fixed method whose knobs these are ("" for none)
+    fixed_method: ClassVar[str] = ""
+    #: the gradient-free baseline's search box: knob -> (low, high, log scale)
+    search_space: ClassVar[dict[str, tuple[float, float, bool]]] = {}
 
     def __init__(self, config: Any) -> None:
         super().__init__()

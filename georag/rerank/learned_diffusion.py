@@ -93,6 +93,9 @@ class LearnedDiffusion(LearnableReranker):
 
     name = "learned_diffusion"
     config_class = LearnedDiffusionConfig
+    fixed_method = "diffusion"
+    search_space = {"damping": (0.05, 0.99, False), "edge_power": (0.1, 10.0, True),
+                    "teleport_power": (0.1, 10.0, True), "fusion": (1e-4, 10.0, True)}
 
     def __init__(self, config: LearnedDiffusionConfig | None = None) -> None:
         super().__init__(config or LearnedDiffusionConfig())

@@ -75,6 +75,9 @@ class LearnedManiscope(LearnableReranker):
 
     name = "learned_maniscope"
     config_class = LearnedManiscopeConfig
+    fixed_method = "maniscope"
+    search_space = {"alpha": (0.01, 0.99, False), "length_scale": (0.01, 10.0, True),
+                    "fusion": (1e-4, 10.0, True)}
 
     def __init__(self, config: LearnedManiscopeConfig | None = None) -> None:
         super().__init__(config or LearnedManiscopeConfig())
@@ -106,9 +109,8 @@ class LearnedManiscope(LearnableReranker):
         qnorm = query.norm(dim=1)
         if (qnorm == 0).any():
             raise ValueError("query holds zero vectors; cosine similarity is undefined")
-        safe = cands.masked_fill(~batch.mask.unsqueeze(2), 1.0)
         dots = torch.bmm(cands, query.unsqueeze(2)).squeeze(2)
-        cos = dots / (safe.norm(dim=2) * qnorm.unsqueeze(1))
+        cos = dots / (torch.where(batch.mask, cands.norm(dim=2), 1.0) * qnorm.unsqueeze(1))
         alpha = self.alpha().to(dtype)
         scores = alpha * cos + (1.0 - alpha) * sim_geo
         scores = scores + self.fusion().to(dtype) * batch.scores.to(dtype)

@@ -53,7 +53,6 @@ class LearnedMap(LearnableReranker):
         qnorm = query.norm(dim=1)
         if (qnorm == 0).any():
             raise ValueError("query holds zero vectors; cosine similarity is undefined")
-        safe = cands.masked_fill(~batch.mask.unsqueeze(2), 1.0)
         cos = torch.bmm(cands, query.unsqueeze(2)).squeeze(2) / (
-            safe.norm(dim=2) * qnorm.unsqueeze(1))
+            torch.where(batch.mask, cands.norm(dim=2), 1.0) * qnorm.unsqueeze(1))
         return cos + self.fusion().to(cos.dtype) * batch.scores.to(cos.dtype), batch.mask

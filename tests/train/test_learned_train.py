@@ -148,3 +148,21 @@ def test_short_run_through_the_cli_learns_and_logs_offline(tmp_path, data_dir, m
                            {"learned_diffusion": {"weights": str(tmp_path / "weights.pt")}})
     assert loaded.knobs() == pytest.approx(summary["knobs"])
     assert list((tmp_path / "ckpt").glob("last.ckpt"))
+
+
+@pytest.mark.parametrize("method", ["learned_diffusion", "learned_maniscope"])
+def test_tuning_starts_at_the_paper_defaults_and_never_ends_below(method):
+    from train.tune import pool_ndcg, tune
+
+    pool = labelled_pool(5, b=8, m=20)
+    options = {"dim": 8, "k": 3} if method == "learned_maniscope" else {"dim": 8}
+    best, study = tune(method, pool, trials=6, options=options)
+    first = study.trials[0]
+    fixed = make_reranker(method, {method: options})
+    assert first.params["fusion"] == 1e-4 and all(
+        first.params[k] == getattr(fixed.config, k) for k in first.params if k != "fusion")
+    assert study.best_value >= first.value
+    tuned = make_reranker(method, {method: {**options, **best}})
+    assert pool_ndcg(tuned, pool) == pytest.approx(study.best_value)
+    with pytest.raises(ValueError, match="not a learnable reranker"):
+        tune("diffusion", pool)
