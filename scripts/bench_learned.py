@@ -30,7 +30,6 @@ from georag.rerank.registry import make_reranker
 from train.losses import ranking_loss
 from train.pools import load_pool, take
 
-METHODS = {"learned_diffusion": "diffusion", "learned_maniscope": "maniscope"}
 # the knobs learned on scifact by scripts/quality_learned.py (docs/learned_results.md)
 MOVED = {"learned_diffusion": {"damping": 0.795, "edge_power": 0.565, "teleport_power": 1.383,
                                "fusion": 0.308},
@@ -85,6 +84,8 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=64)
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--methods", nargs="+", default=list(MOVED),
+                        help="learnable rerankers (registry names)")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
@@ -97,9 +98,9 @@ def main() -> None:
     print("| method | map | fwd+bwd ms/query | peak MiB of one step | fixed ms/query | "
           "learnable at defaults ms/query (ratio) | learnable, moved knobs ms/query (ratio) |")
     print("|---|---|---|---|---|---|---|")
-    for method, fixed_name in METHODS.items():
-        stages = [make_reranker(fixed_name), make_reranker(method),
-                  make_reranker(method, {method: MOVED[method]})]
+    for method in args.methods:
+        stages = [make_reranker(make_reranker(method).fixed_method), make_reranker(method),
+                  make_reranker(method, {method: MOVED.get(method, {})})]
         for stage in stages:  # warm-up
             stage(batch)
         # side by side, interleaved, so load drifts hit all alike
