@@ -55,6 +55,7 @@ from georag.data.datasets import MULTIHOP_FILES
 from georag.eval.metrics import per_query
 from georag.rerank.base import IdentityReranker, RerankResult
 from georag.rerank.registry import make_reranker
+from georag.resources import DEFAULT_MODEL
 from georag.retrieval.encoder import TextEncoder
 from train.learned_data import LearnedPoolData, split_rows
 from train.learned_module import LearnedRerankerModule
@@ -231,7 +232,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--out", default="docs/learned_results.md")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
-    encoder = TextEncoder("all-MiniLM-L6-v2", show_progress=False)
+    encoder = TextEncoder(DEFAULT_MODEL, show_progress=False)
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
     for dataset in args.datasets:

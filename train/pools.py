@@ -17,6 +17,7 @@ import torch
 from georag.data.beir import BeirDataset
 from georag.data.datasets import load_dataset
 from georag.rerank.base import CandidateBatch
+from georag.resources import DEFAULT_MODEL
 from georag.retrieval.candidates import FirstStage, FirstStageConfig
 from georag.retrieval.encoder import TextEncoder
 
@@ -96,7 +97,7 @@ def _shrink(data: BeirDataset, max_queries: int | None, max_corpus: int | None) 
 
 
 def load_pool(dataset: str, *, split: str = "test", data_dir: str | None = None,
-              top_m: int = 100, model: str = "all-MiniLM-L6-v2",
+              top_m: int = 100, model: str = DEFAULT_MODEL,
               cache_dir: str | os.PathLike | None = None,
               encoder: TextEncoder | None = None, max_queries: int | None = None,
               max_corpus: int | None = None) -> Pool:

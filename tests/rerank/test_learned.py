@@ -148,5 +148,5 @@ def test_bad_config():
         LearnedDiffusionConfig(damping=1.0)
     with pytest.raises(ValueError, match="length_scale"):
         make_reranker("learned_maniscope", {"learned_maniscope": {"length_scale": -1.0}})
-    with pytest.raises(ValueError, match="unknown option"):
+    with pytest.raises(ValueError, match="unknown key"):
         make_reranker("learned_maniscope", {"learned_maniscope": {"eta": 1.0}})
