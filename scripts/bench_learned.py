@@ -96,7 +96,8 @@ def main() -> None:
     batch, gains = batch_of(args)
     batch, gains = batch.to(device), gains.to(device)
     print("| method | map | fwd+bwd ms/query | peak MiB of one step | fixed ms/query | "
-          "learnable at defaults ms/query (ratio) | learnable, moved knobs ms/query (ratio) |")
+          "learnable at defaults ms/query (ratio) | learnable, scifact-learned knobs "
+          "ms/query (ratio) |")
     print("|---|---|---|---|---|---|---|")
     for method in args.methods:
         stages = [make_reranker(make_reranker(method).fixed_method), make_reranker(method),

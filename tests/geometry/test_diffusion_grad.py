@@ -81,7 +81,7 @@ def test_sparse_gradient_equals_dense():
     torch.testing.assert_close(values.grad, expected, atol=1e-10, rtol=0)
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=15, deadline=None)
 @given(
     n=st.integers(2, 8),
     seed=st.integers(0, 10_000),
