@@ -199,6 +199,11 @@ def markdown(dataset: str, saved: dict) -> str:
     lines = []
     for r in rows:
         cells = [r["method"]]
+        if r["method"] in saved["notes"] and "val_init" in saved["notes"][r["method"]][0]:
+            folds = saved["notes"][r["method"]]
+            start = np.mean([f["val_init"] for f in folds])
+            best = np.mean([f["val_best"] for f in folds])
+            cells[0] += f" (val {start:.3f} → {best:.3f})"
         for metric in metrics:
             low, high = r[f"{metric}_ci"]
             cells.append(f"{r[metric]:.4f} [{low:.4f}, {high:.4f}]")
@@ -207,6 +212,8 @@ def markdown(dataset: str, saved: dict) -> str:
         cells.append(f"{r['train_s']:.1f}" if r["train_s"] else "")
         lines.append("| " + " | ".join(cells) + " |")
     return (f"### {dataset} ({rows[0]['queries']} report queries)\n\n"
+            "Learned rows: validation NDCG@10 on held-out training queries at the start "
+            "(paper defaults) → at the exported epoch, mean over folds.\n\n"
             f"`{saved['command']}`; {saved['date']}, load average {saved['load']}\n\n"
             + head + "\n".join(lines))
 
@@ -230,12 +237,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--work", default="runs/quality_learned")
     parser.add_argument("--out", default="docs/learned_results.md")
+    parser.add_argument("--render", action="store_true",
+                        help="only rewrite --out from the sections saved in --work")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
-    encoder = TextEncoder(DEFAULT_MODEL, show_progress=False)
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
-    for dataset in args.datasets:
+    encoder = None if args.render else TextEncoder(DEFAULT_MODEL, show_progress=False)
+    for dataset in [] if args.render else args.datasets:
         started, load_start = time.perf_counter(), os.getloadavg()[0]
         result = run_dataset(dataset, args, encoder)
         metrics = metrics_of(dataset)
