@@ -18,8 +18,9 @@ candidates it ranks (the training target), and may narrow what inference keeps i
 Weights are saved with :meth:`LearnableReranker.save` (atomic write, SHA-256 of the
 payload) and loaded by giving the config field ``weights``; through the registry that is
 ``make_reranker("learned_diffusion", {"learned_diffusion": {"weights": PATH}})``, i.e.
-``georag eval --methods learned_diffusion --method-options ...``. A saved file carries its
-config: when ``weights`` is given, every other field comes from the file.
+``georag eval --methods learned_diffusion --method-option learned_diffusion.weights=PATH``.
+A saved file carries its config: when ``weights`` is given, every other field comes from
+the file.
 """
 
 from __future__ import annotations
