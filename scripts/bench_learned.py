@@ -26,7 +26,7 @@ import time
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-from georag.rerank.registry import make_reranker
+from georag.rerank.registry import make_method, make_reranker
 from train.losses import ranking_loss
 from train.pools import load_pool, take
 
@@ -43,7 +43,7 @@ def batch_of(args):
 
 
 def train_step(method, options, batch, gains, device):
-    reranker = make_reranker(method, {method: options}).to(device).train()
+    reranker = make_method(method, options).to(device).train()
     scores, ranked = reranker.score(batch)
     loss = ranking_loss(scores, ranked, gains, temperature=0.5)
     loss.backward()
@@ -100,7 +100,7 @@ def main() -> None:
           "ms/query (ratio) |")
     print("|---|---|---|---|---|---|---|")
     for method in args.methods:
-        stages = [make_reranker(make_reranker(method).fixed_method), make_reranker(method),
+        stages = [make_reranker(make_method(method).fixed_method), make_reranker(method),
                   make_reranker(method, {method: MOVED.get(method, {})})]
         for stage in stages:  # warm-up
             stage(batch)

@@ -56,7 +56,7 @@ from statsmodels.stats.multitest import multipletests
 from georag.data.datasets import MULTIHOP_FILES
 from georag.eval.metrics import per_query
 from georag.rerank.base import IdentityReranker, RerankResult
-from georag.rerank.registry import make_reranker
+from georag.rerank.registry import make_method, make_reranker
 from georag.resources import DEFAULT_MODEL
 from georag.retrieval.encoder import TextEncoder
 from train.learned_data import LearnedPoolData, split_rows
@@ -137,7 +137,7 @@ def run_dataset(dataset: str, args, encoder) -> dict:
         folder = Path(args.work) / dataset / label
         add("dense", rerank(IdentityReranker(), report))
         for method in args.methods:
-            short = make_reranker(method).fixed_method
+            short = make_method(method).fixed_method
             add(f"{short} paper", rerank(make_reranker(short), report))
             start = time.perf_counter()
             best, study = tune(method, train, trials=args.trials, seed=args.seed)

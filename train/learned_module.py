@@ -1,7 +1,7 @@
 """LightningModule that trains any learnable reranker on first-stage candidate pools.
 
 The reranker is built by name through the registry
-(:func:`georag.rerank.registry.make_reranker`), so ``learned_diffusion``,
+(:func:`georag.rerank.registry.make_method`, unwrapped), so ``learned_diffusion``,
 ``learned_maniscope``, ``learned_map`` and any later one train through this one module.
 Loss: listwise softmax cross-entropy or approximate NDCG (:mod:`train.losses`) over each
 query's ranked candidates, with a learned temperature. Optimizer: Adam, or
@@ -27,7 +27,7 @@ import lightning as L
 import torch
 
 from georag.rerank.learned import LearnableReranker
-from georag.rerank.registry import make_reranker
+from georag.rerank.registry import make_method
 from train.losses import LOSSES, ndcg_at_k, ranking_loss
 
 __all__ = ["LearnedRerankerModule"]
@@ -66,7 +66,7 @@ class LearnedRerankerModule(L.LightningModule):
             raise ValueError(f"need lr, map_lr, temperature, smoothing > 0; got {lr}, {map_lr}, "
                              f"{temperature}, {smoothing}")
         self.save_hyperparameters()
-        reranker = make_reranker(method, {method: dict(options or {})})
+        reranker = make_method(method, dict(options or {}))
         if not isinstance(reranker, LearnableReranker):
             raise ValueError(f"method: {method!r} is not a learnable reranker")
         self.reranker = reranker

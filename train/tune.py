@@ -13,7 +13,7 @@ from __future__ import annotations
 import optuna
 import torch
 
-from georag.rerank.registry import make_reranker
+from georag.rerank.registry import make_method
 from train.losses import ndcg_at_k
 from train.pools import Pool
 
@@ -56,7 +56,7 @@ def tune(method: str, pool: Pool, *, trials: int = 50, seed: int = 0,
         The best knob values, as reranker options.
     study : optuna.Study
     """
-    reranker = make_reranker(method)
+    reranker = make_method(method)
     space = getattr(reranker, "search_space", None)
     if not space:
         raise ValueError(f"method: {method!r} is not a learnable reranker with a search space")
@@ -68,7 +68,7 @@ def tune(method: str, pool: Pool, *, trials: int = 50, seed: int = 0,
     def objective(trial: optuna.Trial) -> float:
         knobs = {name: trial.suggest_float(name, low, high, log=log)
                  for name, (low, high, log) in space.items()}
-        reranker = make_reranker(method, {method: {**(options or {}), **knobs}})
+        reranker = make_method(method, {**(options or {}), **knobs})
         return pool_ndcg(reranker, pool)
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)

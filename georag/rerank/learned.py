@@ -15,8 +15,9 @@ A subclass implements :meth:`LearnableReranker.score`, the differentiable scores
 candidates it ranks (the training target), and may narrow what inference keeps in
 :meth:`LearnableReranker.keep` (e.g. a top-k cut, which is discrete and not trained).
 
-Weights are saved with :meth:`LearnableReranker.save` (atomic write, SHA-256 of the
-payload) and loaded by giving the config field ``weights``; through the registry that is
+Weights are saved with :meth:`LearnableReranker.save` (atomic write, sealed with a
+SHA-256 manifest by :mod:`georag._io`) and loaded by giving the config field ``weights``;
+through the registry that is
 ``make_reranker("learned_diffusion", {"learned_diffusion": {"weights": PATH}})``, i.e.
 ``georag eval --methods learned_diffusion --method-option learned_diffusion.weights=PATH``.
 A saved file carries its config: when ``weights`` is given, every other field comes from
@@ -25,22 +26,19 @@ the file.
 
 from __future__ import annotations
 
-import hashlib
-import io
 import os
 from dataclasses import fields, replace
-from pathlib import Path
 from typing import Any, ClassVar
 
 import torch
 from torch import nn
 
+from georag._io import ArtifactError, load_torch, save_torch, sha256_file
 from georag.rerank.base import CandidateBatch, RerankResult
-from georag.retrieval.cache import atomic_write_bytes
 
 __all__ = ["LearnableReranker", "WEIGHTS_FORMAT", "load_weights"]
 
-WEIGHTS_FORMAT = "georag-learned-reranker-v1"
+WEIGHTS_FORMAT = "georag-learned-reranker"
 
 
 class LearnableReranker(nn.Module):
@@ -111,20 +109,14 @@ class LearnableReranker(nn.Module):
         }
 
     def save(self, path: str | os.PathLike) -> str:
-        """Write config and weights to ``path`` atomically; returns the payload's SHA-256."""
+        """Write config and weights to ``path`` atomically (sealed with a SHA-256 manifest,
+        :func:`georag._io.save_torch`); returns the file's SHA-256."""
         config = {f.name: getattr(self.config, f.name) for f in fields(self.config)}
         config["weights"] = None
-        buffer = io.BytesIO()
-        torch.save(
-            {"method": self.name, "config": config,
-             "state_dict": {k: v.detach().cpu() for k, v in self.state_dict().items()}},
-            buffer,
-        )
-        payload = buffer.getvalue()
-        digest = hashlib.sha256(payload).hexdigest()
-        blob = {"format": WEIGHTS_FORMAT, "sha256": digest, "payload": payload}
-        atomic_write_bytes(Path(path), lambda tmp: torch.save(blob, tmp))
-        return digest
+        state = {k: v.detach().cpu() for k, v in self.state_dict().items()}
+        save_torch({"method": self.name, "config": config, "state_dict": state}, path,
+                   format=WEIGHTS_FORMAT)
+        return sha256_file(path)
 
 
 def load_weights(path: str | os.PathLike, method: str) -> dict:
@@ -136,18 +128,10 @@ def load_weights(path: str | os.PathLike, method: str) -> dict:
         Naming ``weights`` when the file is missing, not a weights file, corrupt (checksum
         mismatch) or saved by another method.
     """
-    path = Path(path)
-    if not path.is_file():
-        raise ValueError(f"weights: no such file {str(path)!r}")
     try:
-        blob = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as error:  # any unreadable file is the same user error
-        raise ValueError(f"weights: {str(path)!r} is not a georag weights file ({error})") from None
-    if not isinstance(blob, dict) or blob.get("format") != WEIGHTS_FORMAT:
-        raise ValueError(f"weights: {str(path)!r} is not a {WEIGHTS_FORMAT} file")
-    if hashlib.sha256(blob["payload"]).hexdigest() != blob["sha256"]:
-        raise ValueError(f"weights: {str(path)!r} is corrupt (SHA-256 mismatch)")
-    saved = torch.load(io.BytesIO(blob["payload"]), map_location="cpu", weights_only=True)
+        saved = load_torch(path, format=WEIGHTS_FORMAT)
+    except ArtifactError as error:
+        raise ValueError(f"weights: {error}") from None
     if saved["method"] != method:
         raise ValueError(f"weights: {str(path)!r} holds {saved['method']!r} weights, "
                          f"not {method!r}")

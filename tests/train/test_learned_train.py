@@ -16,7 +16,7 @@ from test_hyte_train import _history  # same folder (rootdir-relative import)
 
 from georag.eval.metrics import per_query
 from georag.rerank.base import RerankResult
-from georag.rerank.registry import make_reranker
+from georag.rerank.registry import make_method
 from train.learned_data import LearnedPoolData, split_rows
 from train.learned_module import LearnedRerankerModule
 from train.losses import ndcg_at_k, ranking_loss
@@ -144,8 +144,7 @@ def test_short_run_through_the_cli_learns_and_logs_offline(tmp_path, data_dir, m
     assert not set(split["report"]) & set(split["train"] + split["val"])
     summary = json.loads((tmp_path / "weights.pt.json").read_text())
     assert summary["val_ndcg@10_best"] >= summary["val_ndcg@10_init"]
-    loaded = make_reranker("learned_diffusion",
-                           {"learned_diffusion": {"weights": str(tmp_path / "weights.pt")}})
+    loaded = make_method("learned_diffusion", {"weights": str(tmp_path / "weights.pt")})
     assert loaded.knobs() == pytest.approx(summary["knobs"])
     assert list((tmp_path / "ckpt").glob("last.ckpt"))
 
@@ -158,11 +157,11 @@ def test_tuning_starts_at_the_paper_defaults_and_never_ends_below(method):
     options = {"dim": 8, "k": 3} if method == "learned_maniscope" else {"dim": 8}
     best, study = tune(method, pool, trials=6, options=options)
     first = study.trials[0]
-    fixed = make_reranker(method, {method: options})
+    fixed = make_method(method, options)
     assert first.params["fusion"] == 1e-4 and all(
         first.params[k] == getattr(fixed.config, k) for k in first.params if k != "fusion")
     assert study.best_value >= first.value
-    tuned = make_reranker(method, {method: {**options, **best}})
+    tuned = make_method(method, {**options, **best})
     assert pool_ndcg(tuned, pool) == pytest.approx(study.best_value)
     with pytest.raises(ValueError, match="not a learnable reranker"):
         tune("diffusion", pool)
