@@ -1,15 +1,22 @@
-"""Latency measurement: median ms per query at B=1 and queries per second batched."""
+"""Latency measurement: median ms per query at B=1 and queries per second batched.
+
+:func:`timed` times one call, :func:`measure` many (after warm-up), and
+:class:`Timing` holds the samples with their median and 90th percentile. CUDA work is
+waited for around every timed call.
+"""
 
 from __future__ import annotations
 
+import math
 import statistics
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TypeVar
 
 import torch
 
-__all__ = ["median_single_ms", "timed", "sync"]
+__all__ = ["median_single_ms", "timed", "sync", "Timing", "measure", "percentile"]
 
 T = TypeVar("T")
 
@@ -53,3 +60,60 @@ def median_single_ms(
         for i in list(range(0, num_queries, step))[:samples]
     ]
     return statistics.median(times)
+
+
+def percentile(values: list[float], q: float) -> float:
+    """The ``q``-th percentile (0-100) with linear interpolation, as ``numpy.percentile``."""
+    if not values:
+        raise ValueError("values: no samples")
+    if not 0.0 <= q <= 100.0:
+        raise ValueError(f"q must lie in [0, 100], got {q}")
+    ordered = sorted(values)
+    pos = (len(ordered) - 1) * q / 100.0
+    low, high = math.floor(pos), math.ceil(pos)
+    return ordered[low] + (ordered[high] - ordered[low]) * (pos - low)
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Wall-clock samples of one measurement, in milliseconds per unit.
+
+    Attributes
+    ----------
+    samples_ms : tuple of float
+        One entry per timed call, divided by the units (e.g. queries) each call handled.
+    """
+
+    samples_ms: tuple[float, ...]
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.samples_ms)
+
+    @property
+    def p90(self) -> float:
+        return percentile(list(self.samples_ms), 90.0)
+
+    def as_dict(self) -> dict[str, float | int]:
+        return {"median_ms": self.median, "p90_ms": self.p90, "samples": len(self.samples_ms)}
+
+
+def measure(fn: Callable[[int], object], *, repeats: int, warmup: int = 1,
+            per: int = 1) -> Timing:
+    """Time ``fn(i)`` for ``i`` in ``range(repeats)`` after ``warmup`` untimed calls.
+
+    Parameters
+    ----------
+    fn : callable
+        Takes the repeat index (e.g. to pick a different query each time).
+    repeats, warmup : int
+        Timed and untimed calls.
+    per : int
+        Units each call handles; samples are milliseconds per unit.
+    """
+    if repeats < 1 or warmup < 0 or per < 1:
+        raise ValueError(f"need repeats >= 1, warmup >= 0 and per >= 1, got {repeats}, "
+                         f"{warmup}, {per}")
+    for i in range(warmup):
+        fn(i)
+    return Timing(tuple(timed(lambda i=i: fn(i))[1] * 1e3 / per for i in range(repeats)))

@@ -374,9 +374,15 @@ class HyTEEncoder:
         """Pad id arrays into ``input_ids`` (B, T) int64 and ``mask`` (B, T) bool."""
         return TokenIds.pad(ids)
 
+    def state_key(self) -> tuple:
+        """A cheap key that changes whenever the projection's weights or power change
+        (in-place updates included), for caches of encodings."""
+        proj = self.projection
+        return tuple((id(p), p._version) for p in proj.parameters()) + (proj.power,)
+
     def _vocab_table(self) -> tuple[torch.Tensor, torch.Tensor]:
         proj = self.projection
-        key = tuple((id(p), p._version) for p in proj.parameters()) + (proj.power,)
+        key = self.state_key()
         if key != self._table_key:
             table = proj.vocab_points()
             log_t = torch.log(table[:, 0])

@@ -9,7 +9,7 @@ thousand go through the same code.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields
 from typing import Protocol, runtime_checkable
 
 import torch
@@ -52,6 +52,13 @@ class CandidateBatch:
         Candidate ids; padded slots hold ``""``.
     query_texts, cand_texts : optional
         Texts for text-based stages (cross-encoder); same shapes as the ids.
+
+    Notes
+    -----
+    The shapes and finiteness are checked once, when a batch is built from its parts.
+    The batches that :meth:`slice`, :meth:`restrict` and :meth:`to` derive from a checked
+    one are valid by construction and skip the checks (they cost ~0.1 ms at B=1, more
+    than the ``none`` stage itself).
     """
 
     query: torch.Tensor
@@ -104,10 +111,16 @@ class CandidateBatch:
     def num_candidates(self) -> int:
         return self.cands.shape[1]
 
+    def _derive(self, **changes: object) -> CandidateBatch:
+        """A copy with ``changes``, not re-checked: the callers keep every invariant."""
+        new = object.__new__(type(self))
+        for f in fields(self):
+            object.__setattr__(new, f.name, changes.get(f.name, getattr(self, f.name)))
+        return new
+
     def to(self, device: torch.device | str) -> CandidateBatch:
         """Return a copy with every tensor on ``device``."""
-        return replace(
-            self,
+        return self._derive(
             query=self.query.to(device),
             cands=self.cands.to(device),
             scores=self.scores.to(device),
@@ -126,12 +139,11 @@ class CandidateBatch:
                 f"keep must be a bool tensor of shape {tuple(self.mask.shape)}, "
                 f"got {keep.dtype} {tuple(keep.shape)}"
             )
-        return replace(self, mask=self.mask & keep.to(self.mask.device))
+        return self._derive(mask=self.mask & keep.to(self.mask.device))
 
     def slice(self, start: int, stop: int) -> CandidateBatch:
         """Return queries ``start:stop`` as a new batch."""
-        return replace(
-            self,
+        return self._derive(
             query=self.query[start:stop],
             cands=self.cands[start:stop],
             scores=self.scores[start:stop],

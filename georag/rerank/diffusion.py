@@ -85,7 +85,7 @@ def cosine_gram(cands: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     torch.Tensor, shape (B, P, P)
     """
     norms = cands.norm(dim=2)
-    if (norms[mask] == 0).any():
+    if bool(((norms == 0) & mask).any()):
         raise ValueError("cands holds zero vectors; cosine similarity is undefined")
     inv = torch.where(mask, 1.0 / norms, 0.0)
     gram = torch.bmm(cands, cands.transpose(1, 2))
@@ -115,11 +115,11 @@ class DiffusionReranker:
 
     def __call__(self, batch: CandidateBatch) -> RerankResult:
         cfg = self.config
-        pool = top_m_mask(batch, cfg.top_m)
-        cands, scores, index = batch.cands, batch.scores, None
+        cands, scores, pool, index = batch.cands, batch.scores, batch.mask, None
         if cfg.top_m < batch.num_candidates:  # compact the pool: an (M, M) graph costs more
-            index = torch.argsort(pool.to(torch.uint8), dim=1, descending=True, stable=True)
-            index = index[:, : cfg.top_m]
+            ranked = scores.masked_fill(~pool, -torch.inf)
+            best = torch.argsort(ranked, dim=1, descending=True, stable=True)[:, : cfg.top_m]
+            index = best.sort(dim=1).values  # slot order: the graph's node order
             cands = cands.gather(1, index.unsqueeze(2).expand(-1, -1, cands.shape[2]))
             scores, pool = scores.gather(1, index), pool.gather(1, index)
         weights = cosine_gram(cands, pool).clamp_min_(0.0)
@@ -130,17 +130,15 @@ class DiffusionReranker:
         flat = teleport.sum(dim=1, keepdim=True) == 0
         teleport = torch.where(flat, pool.to(weights.dtype), teleport)
 
-        ranks = torch.zeros_like(teleport)
         rows = pool.any(dim=1)
-        if bool(rows.any()):
-            ranks[rows] = personalized_pagerank(
-                weights[rows],
-                teleport[rows],
-                damping=cfg.damping,
-                tol=cfg.tol,
-                max_iter=cfg.max_iter,
-                mask=pool[rows],
-            )
+        options = dict(damping=cfg.damping, tol=cfg.tol, max_iter=cfg.max_iter)
+        if bool(rows.all()):  # the common case: no query without candidates, no copies
+            ranks = personalized_pagerank(weights, teleport, mask=pool, **options)
+        else:
+            ranks = torch.zeros_like(teleport)
+            if bool(rows.any()):
+                ranks[rows] = personalized_pagerank(weights[rows], teleport[rows],
+                                                    mask=pool[rows], **options)
         keep = top_k_mask(ranks, pool, cfg.top_k)
         ranks = ranks.to(batch.scores.dtype)
         if index is not None:

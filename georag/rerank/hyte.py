@@ -40,6 +40,11 @@ class HyTEReranker:
     BM25 (``--first-stage bm25``). Candidates past the first ``top_m`` are dropped. The
     paper's whole pipeline, with its own BM25 first stage, is :class:`HyTERetriever`.
 
+    Document points are computed once per distinct candidate text and kept, as the
+    paper's index stores them: a later call encodes its query and only the texts it has
+    not seen (the cache is dropped when the encoder's weights change). The scores equal
+    those of encoding every text on every call.
+
     Parameters
     ----------
     config : HyTEConfig, optional
@@ -57,6 +62,29 @@ class HyTEReranker:
         self.encoder = encoder or HyTEEncoder.from_pretrained(
             self.config.model, weights=self.config.weights, k=self.config.k,
             power=self.config.power)
+        self._points: dict[str, torch.Tensor] = {}
+        self._points_key: tuple | None = None
+
+    def clear_points(self) -> None:
+        """Forget the cached document points (the next call encodes its texts again)."""
+        self._points = {}
+
+    def document_points(self, texts: list[str]) -> torch.Tensor:
+        """Lorentz points of candidate texts, shape (N, d+1), from the cache where seen.
+
+        Parameters
+        ----------
+        texts : list of str, length N
+        """
+        key = self.encoder.state_key()
+        if key != self._points_key:
+            self._points, self._points_key = {}, key
+        missing = list(dict.fromkeys(t for t in texts if t not in self._points))
+        if missing:
+            self._points.update(zip(missing, self.encoder.encode(missing).unbind(0)))
+        if not texts:
+            return torch.zeros(0, self.encoder.dim + 1)
+        return torch.stack([self._points[t] for t in texts])
 
     def __call__(self, batch: CandidateBatch) -> RerankResult:
         if batch.query_texts is None or batch.cand_texts is None:
@@ -68,9 +96,10 @@ class HyTEReranker:
         flat = [text for row in batch.cand_texts for text in row]
         real = mask.flatten().cpu().tolist()
         points = torch.zeros(b * m, query.shape[1], dtype=query.dtype, device=device)
-        index = torch.tensor([i for i, keep in enumerate(real) if keep], dtype=torch.long)
-        if len(index):
-            points[index.to(device)] = self.encoder.encode([flat[i] for i in index]).to(device)
+        index = [i for i, keep in enumerate(real) if keep]
+        if index:
+            found = self.document_points([flat[i] for i in index])
+            points[torch.tensor(index, device=device)] = found.to(device, query.dtype)
         scores = hybrid_scores(batch.scores, query, points.view(b, m, -1), mask,
                                alpha=self.config.alpha, offset=self.config.offset)
         return RerankResult.from_scores(scores, mask)

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import networkx as nx
 import numpy as np
 import pytest
 import torch
 
+from georag.eval.references import networkx_diffusion
+from georag.eval.synthetic import random_batch, top_pool
 from georag.rerank.base import CandidateBatch
 from georag.rerank.diffusion import DiffusionConfig, DiffusionReranker
-
-from .batches import random_batch, top_pool
 
 
 def make_batch(rng, b, m, d, **options):
@@ -22,25 +21,9 @@ def reference(batch: CandidateBatch, cfg: DiffusionConfig) -> list[dict[int, flo
     out = []
     for b in range(batch.batch_size):
         pool, emb = top_pool(batch, b, cfg.top_m)
-        if len(pool) == 0:
-            out.append({})
-            continue
-        graph = nx.Graph()
-        graph.add_nodes_from(range(len(pool)))
-        for i in range(len(pool)):
-            for j in range(i + 1, len(pool)):
-                w = max(float(emb[i] @ emb[j]), 0.0)
-                if w > 0:
-                    graph.add_edge(i, j, weight=w)
-        s = batch.scores[b].numpy()[pool]
-        p = s - min(0.0, s.min())
-        if p.sum() == 0:
-            p = np.ones_like(p)
-        ranks = nx.pagerank(
-            graph, alpha=cfg.damping, personalization=dict(enumerate(p)), weight="weight"
-        )
-        best = sorted(range(len(pool)), key=lambda i: -ranks[i])[: cfg.top_k]
-        out.append({int(pool[i]): ranks[i] for i in best})
+        ranks = networkx_diffusion(emb, batch.scores[b].numpy()[pool], damping=cfg.damping,
+                                   top_k=cfg.top_k)
+        out.append({int(pool[i]): r for i, r in ranks.items()})
     return out
 
 

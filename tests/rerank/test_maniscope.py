@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-import networkx as nx
 import numpy as np
 import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from georag.eval.references import networkx_maniscope
+from georag.eval.synthetic import random_batch, top_pool
 from georag.rerank.base import CandidateBatch
 from georag.rerank.maniscope import Maniscope, ManiscopeConfig
-
-from .batches import random_batch, top_pool
 
 
 def make_batch(rng, b, m, d, **options):
@@ -24,26 +23,8 @@ def reference(batch: CandidateBatch, cfg: ManiscopeConfig) -> list[dict[int, flo
     out = []
     for b in range(batch.batch_size):
         pool, emb = top_pool(batch, b, cfg.top_m)
-        if len(pool) == 0:
-            out.append({})
-            continue
-        dist = np.clip(1.0 - emb @ emb.T, 0.0, None)
-        graph = nx.Graph()
-        graph.add_nodes_from(range(len(pool)))
-        for i in range(len(pool)):
-            order = [j for j in np.argsort(dist[i], kind="stable") if j != i]
-            for j in order[: cfg.k]:
-                graph.add_edge(i, int(j), weight=float(dist[i, j]))
-        geo = nx.single_source_dijkstra_path_length(graph, 0, weight="weight")
-        q = batch.query[b].numpy()
-        cos = emb @ (q / np.linalg.norm(q))
-        out.append(
-            {
-                int(pool[i]): cfg.alpha * cos[i]
-                + (1 - cfg.alpha) * (1.0 / (1.0 + geo[i]) if i in geo else 0.0)
-                for i in range(len(pool))
-            }
-        )
+        scores = networkx_maniscope(batch.query[b].numpy(), emb, k=cfg.k, alpha=cfg.alpha)
+        out.append({int(pool[i]): float(s) for i, s in enumerate(scores)})
     return out
 
 
