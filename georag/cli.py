@@ -87,6 +87,12 @@ def _add_eval_args(parser: argparse.ArgumentParser) -> None:
 def _build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="georag", description="Geometric reranking for RAG.")
     parser.add_argument("-v", "--verbose", action="store_true", help="log progress details")
+    parser.add_argument(
+        "--threads",
+        type=_positive,
+        help="torch CPU threads (default: $GEORAG_THREADS, $OMP_NUM_THREADS, else the cores "
+        "free at start; see docs/performance.md)",
+    )
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     demo = sub.add_parser("demo", help="run every available method on the bundled demo corpus")
@@ -351,6 +357,9 @@ def main(argv: list[str] | None = None) -> int:
         format="%(levelname)s %(name)s: %(message)s",
     )
     try:
+        from georag.eval.threads import apply_thread_policy
+
+        logging.getLogger("georag").info(apply_thread_policy(args.threads).describe())
         _COMMANDS[args.command](args)
     except ValueError as err:
         print(f"georag: error: {err}", file=sys.stderr)

@@ -276,6 +276,7 @@ def print_peers(table: dict) -> None:
             print(f"| {name} | {label} ({peer['samples']} queries) | {cond} | {fmt(peer)} | "
                   f"{fmt(peer, 'p90_ms')} | {fmt(ours['b1'])} | {fmt(ours.get('batched'))} | "
                   f"{p / b1:.1f}x | {'' if bb is None else f'{p / bb:.1f}x'} |")
+    for cond, res in peers:
         for label in ("B=1", "batched"):
             agree = res["peers"].get(f"ricci_agreement_{label}")
             if agree:

@@ -114,3 +114,27 @@ def test_registry():
         make_reranker("bogus")
     with pytest.raises(ValueError, match="malformed"):
         make_reranker("none+")
+
+
+def test_derived_batches_equal_checked_ones_and_skip_the_checks(monkeypatch):
+    batch = make_batch(b=3)
+    calls = []
+    check = CandidateBatch.__post_init__
+    monkeypatch.setattr(CandidateBatch, "__post_init__", lambda self: calls.append(1) or check(self))
+    keep = torch.tensor([[True, False, True, True]] * 3)
+    derived = [batch.slice(1, 3), batch.restrict(keep), batch.to("cpu")]
+    assert calls == []  # validated once, when the batch was built
+    rebuilt = [
+        CandidateBatch(query=batch.query[1:3], cands=batch.cands[1:3], scores=batch.scores[1:3],
+                       mask=batch.mask[1:3], query_ids=batch.query_ids[1:3],
+                       doc_ids=batch.doc_ids[1:3]),
+        CandidateBatch(**(batch.__dict__ | {"mask": batch.mask & keep})),
+        CandidateBatch(**batch.__dict__),
+    ]
+    for got, want in zip(derived, rebuilt, strict=True):
+        assert type(got) is CandidateBatch and got.query_ids == want.query_ids
+        assert got.doc_ids == want.doc_ids and got.cand_texts == want.cand_texts
+        for name in ("query", "cands", "scores", "mask"):
+            assert torch.equal(getattr(got, name), getattr(want, name))
+    with pytest.raises(ValueError, match="keep must be a bool tensor of shape"):
+        batch.restrict(keep[:2])

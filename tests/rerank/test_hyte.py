@@ -134,3 +134,33 @@ def test_retriever_is_bm25_top_m_then_lorentz(tmp_path):
     torch.testing.assert_close(got.values[finite], scores[finite])
     again = make_reranker("hyte", top_m=3).fit(corpus)  # loads the cached index
     assert torch.equal(again.retrieve(queries, top_k=10).scores, result.scores)
+
+
+def test_document_points_are_cached_and_dropped_when_weights_change(reranker):
+    texts = ["hyperbolic trees", "taxonomies", "hyperbolic trees"]
+    reranker.clear_points()
+    fresh = reranker.encoder.encode(texts)
+    first = reranker.document_points(texts)
+    torch.testing.assert_close(first, fresh, rtol=0, atol=0)
+    assert len(reranker._points) == 2  # one entry per distinct text
+    calls = []
+    encode = reranker.encoder.encode
+    reranker.encoder.encode = lambda t: calls.append(list(t)) or encode(t)
+    try:
+        torch.testing.assert_close(reranker.document_points(texts[::-1]), first.flip(0))
+        assert calls == []  # all seen: nothing encoded
+        reranker.document_points(["dogs", "taxonomies"])
+        assert calls == [["dogs"]]  # only the new text
+        with torch.no_grad():
+            reranker.encoder.projection.w2.weight.mul_(2.0)  # in-place update: new state
+        try:
+            moved = reranker.document_points(texts[:1])
+            assert calls[-1] == texts[:1]
+            torch.testing.assert_close(moved, encode(texts[:1]))
+            assert not torch.allclose(moved, first[:1])
+        finally:
+            with torch.no_grad():
+                reranker.encoder.projection.w2.weight.div_(2.0)
+    finally:
+        reranker.encoder.encode = encode
+    reranker.clear_points()
