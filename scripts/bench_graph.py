@@ -17,33 +17,34 @@ Three sections (``--section all`` runs them in turn):
 Per-query peers run on a subset of the queries; their time per query is extrapolated
 (the script says so). Every figure is the median of ``--repeats`` runs.
 
-Usage: ``python scripts/bench_graph.py [--section all|ppr|maniscope|sparse]``
+Usage: ``python scripts/bench_graph.py [--section all|ppr|maniscope|sparse] [--threads 1]``
 """
 
 from __future__ import annotations
 
 import argparse
-import statistics
-import time
 import warnings
-from collections.abc import Callable
 
 import networkx as nx
 import numpy as np
 import torch
 
+from georag.eval.bench import Bench, bench_parser, start
+from georag.eval.references import networkx_maniscope
+from georag.eval.synthetic import clustered_unit_rows, unit_rows
 from georag.geometry.diffusion import edge_index_to_csr, personalized_pagerank
 from georag.rerank.base import CandidateBatch
 from georag.rerank.maniscope import Maniscope, ManiscopeConfig
 
+RESULTS: dict[str, dict] = {}
 
-def median_seconds(fn: Callable[[], object], repeats: int) -> float:
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+
+def median_seconds(bench: Bench, fn, repeats: int, label: str | None = None) -> float:
+    """Median seconds of ``fn()`` over ``repeats`` calls (after one warm-up)."""
+    timing = bench.time(lambda i: fn(), repeats=repeats)
+    if label is not None:
+        RESULTS[label] = timing.as_dict()
+    return timing.median / 1e3
 
 
 def row(label: str, ms_per_query: float, ratio: float | None = None, note: str = "") -> None:
@@ -51,22 +52,17 @@ def row(label: str, ms_per_query: float, ratio: float | None = None, note: str =
     print(f"  {label:<46} {ms_per_query:12.4f} ms/query {speed:>11}  {note}")
 
 
-def unit_rows(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
-    x = rng.normal(size=shape).astype(np.float32)
-    return x / np.linalg.norm(x, axis=-1, keepdims=True)
-
-
-def bench_ppr(args: argparse.Namespace) -> None:
+def bench_ppr(args: argparse.Namespace, bench: Bench) -> None:
     b, n, d = args.ppr_batch, args.ppr_nodes, args.dim
     rng = np.random.default_rng(0)
-    x = unit_rows(rng, (b, 1, d)) + 0.6 * unit_rows(rng, (b, n, d))
-    x /= np.linalg.norm(x, axis=-1, keepdims=True)
+    x = clustered_unit_rows(rng, b, n, d, spread=0.6)
     w = np.clip(x @ x.transpose(0, 2, 1), 0.0, None)
     w[:, np.arange(n), np.arange(n)] = 0.0
     p = rng.random((b, n)).astype(np.float32)
     weights, pers = torch.tensor(w), torch.tensor(p)
 
-    ours = median_seconds(lambda: personalized_pagerank(weights, pers), args.repeats)
+    ours = median_seconds(bench, lambda: personalized_pagerank(weights, pers), args.repeats,
+                          "ppr georag batched")
     out = personalized_pagerank(weights, pers)
 
     subset = min(args.ppr_subset, b)
@@ -85,7 +81,7 @@ def bench_ppr(args: argparse.Namespace) -> None:
     def run_nx() -> list[dict]:
         return [nx.pagerank(g, alpha=0.85, personalization=q, weight="weight") for g, q in graphs]
 
-    theirs = median_seconds(run_nx, args.repeats)
+    theirs = median_seconds(bench, run_nx, args.repeats, "ppr networkx subset")
     ref = run_nx()
     err = max(abs(ref[i][j] - float(out[i, j])) for i in range(subset) for j in range(n))
     print(
@@ -96,22 +92,6 @@ def bench_ppr(args: argparse.Namespace) -> None:
     row("georag personalized_pagerank (batched)", 1e3 * ours / b, None)
     row("networkx.pagerank (per query)", 1e3 * theirs / subset, (theirs / subset) / (ours / b))
     print(f"  max |georag - networkx| over the {subset} graphs: {err:.2e}")
-
-
-def maniscope_reference(query, cands, scores, k: int, alpha: float) -> np.ndarray:
-    """Seed 001 for one query, straightforwardly: numpy k-NN, networkx Dijkstra."""
-    unit = cands / np.linalg.norm(cands, axis=1, keepdims=True)
-    dist = np.clip(1.0 - unit @ unit.T, 0.0, None)
-    np.fill_diagonal(dist, np.inf)
-    graph = nx.Graph()
-    graph.add_nodes_from(range(len(cands)))
-    for i, nbrs in enumerate(np.argpartition(dist, k, axis=1)[:, :k]):
-        graph.add_weighted_edges_from((i, int(j), float(dist[i, j])) for j in nbrs)
-    anchor = int(np.argmax(scores))
-    geo = nx.single_source_dijkstra_path_length(graph, anchor, weight="weight")
-    sim_geo = np.array([1.0 / (1.0 + geo[i]) if i in geo else 0.0 for i in range(len(cands))])
-    cos = unit @ (query / np.linalg.norm(query))
-    return alpha * cos + (1 - alpha) * sim_geo
 
 
 def maniscope_scipy(query, cands, scores, k: int, alpha: float) -> np.ndarray:
@@ -130,7 +110,16 @@ def maniscope_scipy(query, cands, scores, k: int, alpha: float) -> np.ndarray:
     return alpha * cos + (1 - alpha) / (1.0 + geo)
 
 
-def bench_maniscope(args: argparse.Namespace) -> None:
+def maniscope_reference(query, cands, scores, k: int, alpha: float) -> np.ndarray:
+    """Seed 001 for one query with networkx (georag.eval.references), best candidate first."""
+    order = np.argsort(-scores, kind="stable")
+    unit = cands[order] / np.linalg.norm(cands[order], axis=1, keepdims=True)
+    out = np.empty(len(cands))
+    out[order] = networkx_maniscope(query, unit, k=k, alpha=alpha)
+    return out
+
+
+def bench_maniscope(args: argparse.Namespace, bench: Bench) -> None:
     b, m, d, k = args.mani_batch, args.mani_cands, args.dim, 5
     rng = np.random.default_rng(1)
     query = unit_rows(rng, (b, d))
@@ -148,15 +137,17 @@ def bench_maniscope(args: argparse.Namespace) -> None:
         doc_ids=[[str(j) for j in range(m)] for _ in range(b)],
     )
     reranker = Maniscope(ManiscopeConfig(k=k, alpha=0.5, top_m=m))
-    ours = median_seconds(lambda: reranker(batch), args.repeats)
+    ours = median_seconds(bench, lambda: reranker(batch), args.repeats, "maniscope georag")
     out = reranker(batch).scores.numpy()
 
     subset = min(args.mani_subset, b)
     nx_time = median_seconds(
+        bench,
         lambda: [maniscope_reference(query[i], cands[i], scores[i], k, 0.5) for i in range(subset)],
         args.repeats,
     )
     sp_time = median_seconds(
+        bench,
         lambda: [maniscope_scipy(query[i], cands[i], scores[i], k, 0.5) for i in range(subset)],
         args.repeats,
     )
@@ -186,7 +177,7 @@ def bench_maniscope(args: argparse.Namespace) -> None:
     print(f"  identical rankings vs the networkx pipeline: {same}/{subset} queries")
 
 
-def bench_sparse(args: argparse.Namespace) -> None:
+def bench_sparse(args: argparse.Namespace, bench: Bench) -> None:
     import igraph
 
     n, e, q = args.sparse_nodes, args.sparse_edges, args.sparse_queries
@@ -219,7 +210,7 @@ def bench_sparse(args: argparse.Namespace) -> None:
             axis=1,
         )
 
-    theirs = median_seconds(run_igraph, args.repeats)
+    theirs = median_seconds(bench, run_igraph, args.repeats, "sparse igraph subset")
     ref = run_igraph()
     print(
         f"\n[sparse] CSR PPR on N={n} nodes, {csr._nnz() // 2} undirected edges "
@@ -231,10 +222,12 @@ def bench_sparse(args: argparse.Namespace) -> None:
     for tol in (1e-6, 1e-10):
         for block in (None, 32):
             ours = median_seconds(
+                bench,
                 lambda t=tol, bs=block: personalized_pagerank(
                     csr, pers_t, tol=t, max_iter=300, block_size=bs
                 ),
                 args.repeats,
+                f"sparse georag tol={tol:g} block={block}",
             )
             out = personalized_pagerank(csr, pers_t, tol=tol, max_iter=300, block_size=block)
             diff = np.abs(out[:, :subset].double().numpy() - ref)
@@ -248,16 +241,9 @@ def bench_sparse(args: argparse.Namespace) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = bench_parser(__doc__, repeats=3)
+    parser.set_defaults(threads=1)  # the peers are single-threaded
     parser.add_argument("--section", choices=["all", "ppr", "maniscope", "sparse"], default="all")
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument(
-        "--threads",
-        type=int,
-        default=1,
-        help="torch threads (default 1: the peers are single-threaded, and OpenMP threads "
-        "stall on a shared, oversubscribed CPU)",
-    )
     parser.add_argument("--dim", type=int, default=384)
     parser.add_argument("--ppr-batch", type=int, default=1000)
     parser.add_argument("--ppr-nodes", type=int, default=50)
@@ -270,17 +256,15 @@ def main() -> None:
     parser.add_argument("--sparse-queries", type=int, default=256)
     parser.add_argument("--sparse-subset", type=int, default=8)
     args = parser.parse_args()
-    torch.set_num_threads(args.threads)
-    print(
-        f"torch {torch.__version__}, {torch.get_num_threads()} threads, networkx {nx.__version__}; "
-        f"medians of {args.repeats} runs"
-    )
+    bench = start(args, config={"section": args.section, "networkx": nx.__version__,
+                                "medians of": args.repeats})
     if args.section in ("all", "ppr"):
-        bench_ppr(args)
+        bench_ppr(args, bench)
     if args.section in ("all", "maniscope"):
-        bench_maniscope(args)
+        bench_maniscope(args, bench)
     if args.section in ("all", "sparse"):
-        bench_sparse(args)
+        bench_sparse(args, bench)
+    bench.finish(RESULTS)
 
 
 if __name__ == "__main__":

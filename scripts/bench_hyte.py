@@ -1,7 +1,8 @@
 """HyTE-H speed on SciFact: hybrid search vs bm25s alone, index build and load time.
 
 Usage:
-    python scripts/bench_hyte.py --data-dir ../shared/data [--weights runs/hyte_h/projection.pt]
+    python scripts/bench_hyte.py --data-dir ../shared/data [--weights runs/hyte_h/projection.pt] \
+        [--threads 1] [--out runs/bench_hyte.json]
 
 Measures, in one process and side by side:
   * index build (chunk, encode, BM25, write) and load (memory map, checksums, BM25 state);
@@ -15,95 +16,60 @@ Goals (issue 5): <= 2 ms/query at B=1, >= 5000 queries/s batched, load < 50 ms.
 
 from __future__ import annotations
 
-import argparse
-import os
-import platform
-import statistics
 import tempfile
 import time
 from pathlib import Path
 
-import torch
-
 from georag.data.beir import load_beir
+from georag.eval.bench import bench_parser, start
 from georag.models.hyte import HyTEEncoder
 from georag.retrieval.bm25 import BM25Index
 from georag.retrieval.lorentz_index import LorentzIndex, build_lorentz_index
 
 
-def _median_ms(fn, items, repeat: int = 1) -> float:
-    times = []
-    for _ in range(repeat):
-        for item in items:
-            start = time.perf_counter()
-            fn(item)
-            times.append(time.perf_counter() - start)
-    return 1e3 * statistics.median(times)
-
-
-def _throughput(fn, batch, repeat: int) -> float:
-    fn(batch)  # warm
-    rates = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn(batch)
-        rates.append(len(batch) / (time.perf_counter() - start))
-    return statistics.median(rates)
-
-
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data-dir", required=True)
+    parser = bench_parser(__doc__, repeats=5)
     parser.add_argument("--dataset", default="scifact")
     parser.add_argument("--weights", help="trained projection (HyTEEncoder.save)")
-    parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--batch-copies", type=int, default=10,
                         help="the batched run searches the test queries this many times over")
     args = parser.parse_args()
+    bench = start(args, config={
+        "dataset": args.dataset, "chunks": "W=300 O=60", "BM25": "whitespace k1=1.2 b=0.75",
+        "top-M": 50, "k": 10, "alpha": 0.5, "weights": args.weights or "untrained"})
 
     ds = load_beir(args.dataset, split="test", data_dir=args.data_dir, download=False)
     docs = {d: doc.full_text for d, doc in ds.corpus.items() if doc.full_text.strip()}
     queries = list(ds.queries.values())
-    start = time.perf_counter()
+    begin = time.perf_counter()
     encoder = HyTEEncoder.from_pretrained(weights=args.weights)
-    encoder_s = time.perf_counter() - start
-    print(f"config: {args.dataset}, {len(docs)} docs, {len(queries)} test queries; "
-          f"W=300 O=60, BM25 whitespace k1=1.2 b=0.75, top-M=50, k=10, alpha=0.5; "
-          f"weights={args.weights or 'untrained'}; torch {torch.__version__}, "
-          f"{torch.get_num_threads()} threads, {os.cpu_count()} CPUs, "
-          f"{platform.processor() or platform.machine()}")
-    print(f"encoder (word embeddings + tokenizer) load: {encoder_s * 1e3:.0f} ms (once)")
+    print(f"{len(docs)} docs, {len(queries)} test queries; encoder (word embeddings + "
+          f"tokenizer) load: {(time.perf_counter() - begin) * 1e3:.0f} ms (once)")
+    results = {}
 
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "index"
-        start = time.perf_counter()
+        begin = time.perf_counter()
         index = build_lorentz_index(docs, path, encoder=encoder)
-        build_s = time.perf_counter() - start
+        build_s = time.perf_counter() - begin
         size = sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
-        loads = []
-        for _ in range(args.repeat):
-            start = time.perf_counter()
-            index = LorentzIndex.load(path, encoder=encoder)
-            loads.append(time.perf_counter() - start)
-        unverified = []
-        for _ in range(args.repeat):
-            start = time.perf_counter()
-            LorentzIndex.load(path, encoder=encoder, verify=False)
-            unverified.append(time.perf_counter() - start)
+        loads = bench.time(lambda i: LorentzIndex.load(path, encoder=encoder),
+                           repeats=args.repeats, warmup=0)
+        unverified = bench.time(lambda i: LorentzIndex.load(path, encoder=encoder, verify=False),
+                                repeats=args.repeats, warmup=0)
+        index = LorentzIndex.load(path, encoder=encoder)
         print(f"index: {len(index)} chunks x {index.dim} float32, {size / 2**20:.1f} MiB on "
-              f"disk; build {build_s:.2f} s; load (checksums) median "
-              f"{1e3 * statistics.median(loads):.1f} ms; load (sizes + header only) median "
-              f"{1e3 * statistics.median(unverified):.1f} ms")
+              f"disk; build {build_s:.2f} s; load (checksums) median {loads.median:.1f} ms; "
+              f"load (sizes + header only) median {unverified.median:.1f} ms")
 
         peer = BM25Index.build(index.texts, tokenizer="whitespace")  # bm25s, same chunks
         peer.save(Path(tmp) / "bm25s")
-        peer_loads = []
-        for _ in range(args.repeat):
-            start = time.perf_counter()
-            BM25Index.load(Path(tmp) / "bm25s")
-            peer_loads.append(time.perf_counter() - start)
+        peer_loads = bench.time(lambda i: BM25Index.load(Path(tmp) / "bm25s"),
+                                repeats=args.repeats, warmup=0)
         print(f"peer: bm25s index (BM25Index.save/load) of the same chunks: load median "
-              f"{1e3 * statistics.median(peer_loads):.1f} ms")
+              f"{peer_loads.median:.1f} ms")
+        results["load_ms"] = {"index": loads.as_dict(), "index_unverified": unverified.as_dict(),
+                              "bm25s": peer_loads.as_dict(), "build_s": build_s}
         retriever = peer.retriever
         tokens = [q.lower().split() for q in queries]
         single = {
@@ -114,15 +80,16 @@ def main() -> None:
                 [t], k=50, show_progress=False),
             "HyTE-H query encode only": lambda q: encoder.encode([q]),
         }
-        print("\n| B=1 | median ms/query | vs raw bm25s |\n|---|---:|---:|")
+        print("\n| B=1 | median ms/query | p90 | vs raw bm25s |\n|---|---:|---:|---:|")
         ms = {}
         for label, fn in single.items():
-            items = tokens if label.startswith("raw") else queries
-            fn(items[0])
-            ms[label] = _median_ms(fn, items, repeat=2)
-        base = ms["raw bm25s retrieve, pre-tokenized, top-50"]
+            items = (tokens if label.startswith("raw") else queries) * 2
+            ms[label] = bench.time(lambda i, f=fn, x=items: f(x[i]), repeats=len(items))
+        base = ms["raw bm25s retrieve, pre-tokenized, top-50"].median
         for label, value in ms.items():
-            print(f"| {label} | {value:.3f} | {value / base:.2f}x |")
+            print(f"| {label} | {value.median:.3f} | {value.p90:.3f} | "
+                  f"{value.median / base:.2f}x |")
+        results["b1"] = {label: value.as_dict() for label, value in ms.items()}
 
         batch = queries * args.batch_copies
         batch_tokens = tokens * args.batch_copies
@@ -136,11 +103,15 @@ def main() -> None:
         print(f"\n| batched, B={len(batch)} | queries/s | vs raw bm25s |\n|---|---:|---:|")
         rates = {}
         for label, fn in batched.items():
-            rates[label] = _throughput(fn, batch_tokens if label.startswith("raw") else batch,
-                                       args.repeat)
+            items = batch_tokens if label.startswith("raw") else batch
+            timing = bench.time(lambda i, f=fn, x=items: f(x), repeats=args.repeats,
+                                per=len(items))
+            rates[label] = 1e3 / timing.median
         base = rates["raw bm25s retrieve, pre-tokenized, top-50"]
         for label, value in rates.items():
             print(f"| {label} | {value:.0f} | {value / base:.2f}x |")
+        results["batched_queries_per_s"] = rates
+    bench.finish(results)
 
 
 if __name__ == "__main__":

@@ -10,53 +10,30 @@ over the whole graph with B columns. Batched: all questions in one call (median 
 ``--repeats`` runs, reported per query).
 B = 1: one question per call over the first ``--single`` questions (median per call).
 
-Usage: ``python scripts/bench_iso.py [--dataset hotpotqa_dev500] [--device cpu]``
+Usage: ``python scripts/bench_iso.py --data-dir ../shared/data [--dataset hotpotqa_dev500]
+[--device cpu] [--threads 1]``
 """
 
 from __future__ import annotations
 
-import argparse
-import os
-import statistics
-import time
-from pathlib import Path
-
 import torch
 from quality_iso import DATASETS, prepare
 
+from georag.eval.bench import bench_parser, data_root, start
 from georag.geometry.diffusion import personalized_pagerank
 from georag.rerank.iso_rag import GlobalPPR, GlobalPPRConfig, IsoRag, IsoRagConfig, fixed_radius
 from georag.resources import default_cache_dir
 from georag.retrieval.encoder import TextEncoder
 
 
-def _sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize()
-
-
-def timed(fn, device: torch.device) -> float:
-    _sync(device)
-    start = time.perf_counter()
-    fn()
-    _sync(device)
-    return time.perf_counter() - start
-
-
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = bench_parser(__doc__, repeats=5)
     parser.add_argument("--dataset", default="hotpotqa_dev500", choices=list(DATASETS))
-    parser.add_argument("--data-dir", type=Path, default=None)
-    parser.add_argument("--device", default="cpu")
-    parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--single", type=int, default=50)
-    parser.add_argument("--threads", type=int, default=None, help="torch intra-op threads")
+    parser.add_argument("--single", type=int, default=50, help="questions timed at B=1")
     args = parser.parse_args()
-    if args.threads is not None:
-        torch.set_num_threads(args.threads)
-    data_dir = args.data_dir or Path(
-        os.environ.get("GEORAG_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
-    device = torch.device(args.device)
+    data_dir = data_root(args)
+    bench = start(args, config={"dataset": args.dataset, "B=1 questions": args.single})
+    device = torch.device(bench.device)
     p = prepare(args.dataset, data_dir, TextEncoder(show_progress=False), default_cache_dir())
     radius = fixed_radius(p.embeddings)
     config = IsoRagConfig()
@@ -69,20 +46,21 @@ def main() -> None:
     glob.csr = glob.csr.to(device)
     b = queries.shape[0]
     print(f"dataset {args.dataset}: N={p.graph.num_nodes} passages, "
-          f"{p.graph.counts()['edges']} undirected edges, B={b} questions; device {device}, "
-          f"torch {torch.__version__}, {torch.get_num_threads()} threads")
+          f"{p.graph.counts()['edges']} undirected edges, B={b} questions")
     print(f"ISO-RAG {config}")
     print(f"whole-graph PPR: seeds={config.num_seeds}, damping=0.5, tol={glob.config.tol}, "
           f"sparse CSR power iteration over all N nodes")
-    rows = []
+    rows, results = [], {}
+
+    def measure(label: str, batched_fn, single_fn) -> None:
+        batched = bench.time(lambda i: batched_fn(), repeats=args.repeats, per=b)
+        single = bench.time(single_fn, repeats=min(args.single, b))
+        results[label.strip()] = {"batched": batched.as_dict(), "b1": single.as_dict()}
+        rows.append((label, batched.median, single.median))
+
     for label, method in (("iso_rag local PPR", iso), ("whole-graph PPR", glob)):
-        method.search(queries[:8], top_k=10)  # warm-up
-        batched = [timed(lambda m=method: m.search(queries, top_k=10), device)
-                   for _ in range(args.repeats)]
-        single = [timed(lambda m=method, i=i: m.search(queries[i:i + 1], top_k=10), device)
-                  for i in range(min(args.single, b))]
-        rows.append((label, 1000 * statistics.median(batched) / b,
-                     1000 * statistics.median(single)))
+        measure(label, lambda m=method: m.search(queries, top_k=10),
+                lambda i, m=method: m.search(queries[i:i + 1], top_k=10))
     # the PPR step alone, on the same personalization: local pruned graphs vs whole graph
     t = iso.trace(queries)
     local_p = t.personalization
@@ -99,11 +77,7 @@ def main() -> None:
                               max_iter=glob.max_iter)
 
     for label, fn in (("  PPR step: local", local_ppr), ("  PPR step: whole", whole_ppr)):
-        batched = [timed(lambda f=fn: f(slice(None)), device) for _ in range(args.repeats)]
-        single = [timed(lambda f=fn, i=i: f(slice(i, i + 1)), device)
-                  for i in range(min(args.single, b))]
-        rows.append((label, 1000 * statistics.median(batched) / b,
-                     1000 * statistics.median(single)))
+        measure(label, lambda f=fn: f(slice(None)), lambda i, f=fn: f(slice(i, i + 1)))
     print(f"\n  {'method':<22} {'batched ms/query':>17} {'B=1 ms/query':>13}")
     for label, per_query, single in rows:
         print(f"  {label:<22} {per_query:17.3f} {single:13.3f}")
@@ -111,6 +85,7 @@ def main() -> None:
                                                          ("PPR step", rows[2], rows[3])):
         print(f"  {'speed-up ' + name:<22} {glob_b / iso_b:16.2f}x {glob_1 / iso_1:12.2f}x"
               "   (whole-graph time / ISO-RAG time)")
+    bench.finish(results)
 
 
 if __name__ == "__main__":

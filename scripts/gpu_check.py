@@ -1,23 +1,21 @@
 """GPU parity and speed check for every georag kernel, in one prepared run (< 5 minutes).
 
-Usage: python scripts/gpu_check.py [--scale 1.0]
+Usage: python scripts/gpu_check.py [--scale 1.0] [--threads N] [--out runs/gpu_check.json]
 
 Runs each kernel on the CPU and, when CUDA is present, on the GPU with the same inputs,
-asserts that the results agree, and prints both timings (median of 3 runs) and the ratio.
+asserts that the results agree, and prints both timings (median of --repeats runs, 3) and
+the ratio; CUDA is synchronised around every timed call.
 Without CUDA it runs the CPU side only and says so. Exit status 1 on any parity failure.
 """
 
 from __future__ import annotations
 
-import argparse
-import statistics
 import sys
-import time
 from collections.abc import Callable
 
 import torch
 
-from georag.eval.report import environment
+from georag.eval.bench import Bench, bench_parser, start
 from georag.geometry.diffusion import edge_index_to_csr, personalized_pagerank
 from georag.geometry.graphs import (
     cosine_dissimilarity,
@@ -31,18 +29,9 @@ from georag.geometry.ricci import ricci_flow
 from georag.geometry.transport import sinkhorn
 
 
-def _time(fn: Callable[[], object], device: str, repeats: int = 3) -> tuple[object, float]:
+def _time(bench: Bench, fn: Callable[[], object], repeats: int) -> tuple[object, float]:
     out = fn()  # warm-up (and CUDA kernel compilation / caching)
-    times = []
-    for _ in range(repeats):
-        if device == "cuda":
-            torch.cuda.synchronize()
-        start = time.perf_counter()
-        out = fn()
-        if device == "cuda":
-            torch.cuda.synchronize()
-        times.append(time.perf_counter() - start)
-    return out, statistics.median(times) * 1e3
+    return out, bench.time(lambda i: fn(), repeats=repeats, warmup=0).median
 
 
 def _to(value, device):
@@ -113,7 +102,7 @@ def cases(scale: float) -> dict[str, tuple[Callable, tuple, float]]:
     }
 
 
-def faiss_check() -> str:
+def faiss_check(bench: Bench, repeats: int) -> str:
     from georag.retrieval.dense import DenseIndex, faiss_gpu_available
 
     if not faiss_gpu_available():
@@ -125,7 +114,7 @@ def faiss_check() -> str:
     for use_gpu in (False, True):
         index = DenseIndex(384, use_gpu=use_gpu)
         index.add(docs)
-        results[use_gpu] = _time(lambda index=index: index.search(queries, 100), "cuda")
+        results[use_gpu] = _time(bench, lambda index=index: index.search(queries, 100), repeats)
     same = (results[False][0][1] == results[True][0][1]).float().mean().item()
     return (
         f"faiss flat 100k x 384, 1000 queries: CPU {results[False][1]:.1f} ms, GPU "
@@ -134,35 +123,39 @@ def faiss_check() -> str:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = bench_parser(__doc__, repeats=3)
     parser.add_argument("--scale", type=float, default=1.0, help="shrink sizes for a smoke run")
     args = parser.parse_args()
     cuda = torch.cuda.is_available()
-    print("environment:", environment())
+    bench = start(args, config={"scale": args.scale, "medians of": args.repeats})
     if args.scale != 1.0:
         print(f"scale {args.scale}: the sizes in the labels are full-scale, multiply them by it")
     if not cuda:
         print("no CUDA device: CPU timings only, no parity check")
-    failures = 0
+    failures, results = 0, {}
     print(f"{'kernel':45s} {'cpu ms':>10s} {'gpu ms':>10s} {'speed-up':>9s} {'max |diff|':>11s}")
     for name, (kernel, inputs, tol) in cases(args.scale).items():
-        cpu_out, cpu_ms = _time(lambda kernel=kernel, inputs=inputs: kernel(*inputs), "cpu")
+        cpu_out, cpu_ms = _time(bench, lambda kernel=kernel, inputs=inputs: kernel(*inputs),
+                                args.repeats)
         line = f"{name:45s} {cpu_ms:10.2f}"
+        results[name] = {"cpu_ms": cpu_ms}
         if cuda:
             gpu_inputs = tuple(_to(v, "cuda") for v in inputs)
-            gpu_out, gpu_ms = _time(lambda k=kernel, i=gpu_inputs: k(*i), "cuda")
+            gpu_out, gpu_ms = _time(bench, lambda k=kernel, i=gpu_inputs: k(*i), args.repeats)
             reference, result = _first_tensor(cpu_out), _first_tensor(gpu_out).cpu()
             finite = torch.isfinite(reference)
             diff = (reference[finite] - result[finite]).abs().max().item() if finite.any() else 0.0
             same_inf = torch.equal(finite, torch.isfinite(result))
             ok = diff <= tol and same_inf
             failures += not ok
+            results[name].update(gpu_ms=gpu_ms, max_abs_diff=diff, parity=ok)
             line += (
                 f" {gpu_ms:10.2f} {cpu_ms / gpu_ms:8.1f}x {diff:11.2e}"
                 f"{'' if ok else '  PARITY FAILED'}"
             )
         print(line, flush=True)
-    print(faiss_check())
+    print(faiss_check(bench, args.repeats))
+    bench.finish(results)
     return 1 if failures else 0
 
 

@@ -34,7 +34,7 @@ from pathlib import Path
 
 from georag.eval.threads import ThreadSettings, apply_thread_policy
 
-__all__ = ["bench_parser", "start", "Bench", "default_device", "busy_neighbours"]
+__all__ = ["bench_parser", "start", "Bench", "default_device", "busy_neighbours", "data_root"]
 
 _SPIN = "while True:\n    pass\n"
 
@@ -76,6 +76,17 @@ def _positive(value: str) -> int:
     if number < 1:
         raise argparse.ArgumentTypeError(f"must be a positive integer, got {value}")
     return number
+
+
+def data_root(args: argparse.Namespace) -> Path:
+    """The data folder itself, for scripts that read files in it: ``--data-dir``, else
+    ``$GEORAG_DATA``; raises ``ValueError`` naming the option when neither is set."""
+    root = args.data_dir or os.environ.get("GEORAG_DATA")
+    if not root:
+        raise ValueError("--data-dir: give the data folder or set $GEORAG_DATA")
+    if not Path(root).is_dir():
+        raise ValueError(f"--data-dir: no folder {root}")
+    return Path(root)
 
 
 def bench_parser(doc: str | None, *, repeats: int = 5) -> argparse.ArgumentParser:
@@ -134,7 +145,11 @@ class Bench:
             "cores": self.threads.cores,
             "load_start": list(self.threads.load),
             "machine": f"{platform.machine()}, python {platform.python_version()}, "
-                       f"torch {torch.__version__}",
+                       f"torch {torch.__version__}"
+                       + "".join(f", {name} {sys.modules[name].__version__}"
+                                 for name in ("transformers", "faiss", "networkx")
+                                 if name in sys.modules),
+            "cuda": torch.cuda.get_device_name(0) if torch.cuda.is_available() else "none",
             "config": self.config,
         }
 
@@ -194,8 +209,8 @@ def start(args: argparse.Namespace, *, config: dict | None = None) -> Bench:
     bench = Bench(script=Path(sys.argv[0]).name, device=args.device or default_device(),
                   threads=settings, config=dict(config or {}), out=args.out)
     head = bench.header()
-    print(f"# {head['script']} on {head['date_utc']} UTC: {head['machine']}, "
-          f"device {bench.device}")
+    print(f"# {head['script']} on {head['date_utc']} UTC: {head['machine']}; "
+          f"device {bench.device} (CUDA: {head['cuda']})")
     print(f"# {settings.describe()}")
     if bench.config:
         print("# config: " + ", ".join(f"{k}={v}" for k, v in bench.config.items()))
