@@ -9,6 +9,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from georag.eval.synthetic import random_graphs
 from georag.geometry.graphs import cosine_dissimilarity, shortest_paths, threshold_graph
 
 DTYPES = (torch.float32, torch.float64)
@@ -139,25 +140,18 @@ def test_threshold_graph_rejects_asymmetric_and_tiny():
         threshold_graph(torch.zeros(1, 1, 1))
 
 
-def _random_graph(n: int, p: float, gen: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-    upper = np.triu(gen.random((n, n)) < p, 1)
-    adjacency = upper | upper.T
-    w = np.triu(gen.uniform(0.1, 3.0, (n, n)), 1)
-    return np.where(adjacency, w + w.T, 0.0), adjacency
-
-
 @settings(max_examples=30, deadline=None)
 @given(n=st.integers(1, 15), p=st.floats(0.0, 1.0), seed=st.integers(0, 2**16),
        double=st.booleans())
 def test_shortest_paths_matches_networkx(n, p, seed, double):
     gen = np.random.default_rng(seed)
-    graphs = [_random_graph(n, p, gen) for _ in range(3)]
+    graphs = random_graphs(gen, 3, n, density=p, low=0.1, high=3.0)
     dtype = torch.float64 if double else torch.float32
-    lengths = torch.tensor(np.stack([g[0] for g in graphs]), dtype=dtype)
-    adjacency = torch.tensor(np.stack([g[1] for g in graphs]))
+    lengths = torch.tensor(graphs[0], dtype=dtype)
+    adjacency = torch.tensor(graphs[1])
     dist = shortest_paths(lengths, adjacency)
     assert dist.dtype == dtype
-    for g, (w, a) in enumerate(graphs):
+    for g, (w, a) in enumerate(zip(*graphs, strict=True)):
         graph = nx.Graph()
         graph.add_nodes_from(range(n))
         graph.add_weighted_edges_from((i, j, w[i, j]) for i, j in zip(*np.nonzero(np.triu(a))))
