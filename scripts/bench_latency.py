@@ -1,10 +1,13 @@
-"""Latency of every georag reranker at B=1 and batched, quiet and next to a busy neighbour.
+"""Latency of every georag method at B=1 and batched, quiet and next to a busy neighbour.
 
-Real SciFact queries (test split), dense all-MiniLM-L6-v2 top-100 pools; each method on
-its default pool (none 100, diffusion top-50, Maniscope 100, Ricci-Filtration top-20,
-HyTE-H rescoring of the top 50 with its document points cached as the paper's index
-stores them; ``hyte-cold`` encodes them on every call). Each configuration runs in a
-fresh process, so that OpenMP reads its environment:
+Real SciFact queries (test split), dense all-MiniLM-L6-v2 top-100 pools; each pool
+reranker on its default pool (none 100, diffusion top-50, Maniscope 100, Ricci-Filtration
+top-20, ``hyte_rescore``: HyTE-H rescoring of the top 50 with its document points cached
+as the paper's index stores them; ``hyte_rescore-cold`` encodes them on every call), and
+the corpus-level retrievers over the SciFact corpus (``hyte``: BM25 top-50 then Lorentz
+from its persistent index; ``iso``, ``ppr_global``: the passage graph), fitted once
+before the timing. Each configuration runs in a fresh process, so that OpenMP reads its
+environment:
 
 * latency: 1 thread and all usable cores (``OMP_WAIT_POLICY=PASSIVE``, georag's policy),
   quiet, then next to ``--neighbours`` CPU-bound processes that the benchmark starts and
@@ -38,8 +41,10 @@ from georag.eval.bench import bench_parser, busy_neighbours, start
 ROOT = Path(__file__).resolve().parents[1]
 PEER = ROOT / ".venv-peers" / "bin" / "python"
 RICCI_PEER = ROOT / "scripts" / "ricci_reference.py"
-METHODS = ("none", "diffusion", "maniscope", "ricci", "hyte", "hyte-cold")
-GOAL_MS = {"none": 1.0, "diffusion": 1.0, "maniscope": 1.0, "hyte": 1.0, "ricci": 3.0}
+POOL_METHODS = ("none", "diffusion", "maniscope", "ricci", "hyte_rescore", "hyte_rescore-cold")
+CORPUS_METHODS = ("hyte", "iso", "ppr_global")
+METHODS = POOL_METHODS + CORPUS_METHODS
+GOAL_MS = {"none": 1.0, "diffusion": 1.0, "maniscope": 1.0, "hyte_rescore": 1.0, "ricci": 3.0}
 POLICY_METHODS = ("diffusion", "maniscope", "ricci")
 # name -> (threads, OMP_WAIT_POLICY); threads None: torch's default, "policy": georag's
 POLICIES = {
@@ -58,23 +63,11 @@ def _rerankers(methods: list[str]) -> dict:
 
     out = {}
     for name in methods:
-        if name in ("hyte", "hyte-cold"):
-            out[name] = out.get("hyte") or HyTEReranker()
-        else:
+        if name.startswith("hyte_rescore"):
+            out[name] = out.get("hyte_rescore") or HyTEReranker()
+        elif name in POOL_METHODS:
             out[name] = make_reranker(name)
     return out
-
-
-def _narrow(batch, width: int):
-    """The first ``width`` slots (the dense pool is sorted by score) as a new batch."""
-    from georag.rerank.base import CandidateBatch
-
-    return CandidateBatch(
-        query=batch.query, cands=batch.cands[:, :width], scores=batch.scores[:, :width],
-        mask=batch.mask[:, :width], query_ids=batch.query_ids,
-        doc_ids=[row[:width] for row in batch.doc_ids],
-        query_texts=batch.query_texts,
-        cand_texts=None if batch.cand_texts is None else [r[:width] for r in batch.cand_texts])
 
 
 def _ricci_kept(batch, count: int, single: bool):
@@ -166,9 +159,8 @@ def child(spec_path: str) -> None:
                                              usable_cores(), os.getloadavg()))
     else:
         bench = start(args)
-    pool = torch.load(spec["pool"], weights_only=False)
+    pool, corpus, queries = torch.load(spec["pool"], weights_only=False)
     big = pool.slice(0, spec["batch"])
-    narrow, narrow_big = _narrow(pool, 50), _narrow(big, 50)
     rerankers = _rerankers(spec["methods"])
     results: dict = {"threads": torch.get_num_threads(),
                      "wait_policy": os.environ.get("OMP_WAIT_POLICY", "unset"),
@@ -176,23 +168,36 @@ def child(spec_path: str) -> None:
     q = spec["queries"]
     with torch.inference_mode():
         for name, reranker in rerankers.items():
-            batch1, batched = (narrow, narrow_big) if name.startswith("hyte") else (pool, big)
             row = {}
-            if name == "hyte-cold":
-                def call(i: int, r=reranker, b=batch1) -> object:
+            if name == "hyte_rescore-cold":
+                def call(i: int, r=reranker) -> object:
                     r.clear_points()
-                    return r(b.slice(i, i + 1))
+                    return r(pool.slice(i, i + 1))
                 row["b1"] = bench.time(call, repeats=min(q, 16), warmup=1).as_dict()
             else:
-                if name == "hyte":
-                    reranker(batched)  # the index: document points computed ahead
-                row["b1"] = bench.time(lambda i, r=reranker, b=batch1: r(b.slice(i, i + 1)),
+                if name == "hyte_rescore":
+                    reranker(big)  # the index: document points computed ahead
+                row["b1"] = bench.time(lambda i, r=reranker: r(pool.slice(i, i + 1)),
                                        repeats=q, warmup=2).as_dict()
-                if spec["batched"]:
-                    row["batched"] = bench.time(lambda i, r=reranker, b=batched: r(b),
-                                                repeats=spec["repeats"], warmup=1,
-                                                per=batched.batch_size).as_dict()
+                row["batched"] = bench.time(lambda i, r=reranker: r(big), repeats=spec["repeats"],
+                                            warmup=1, per=big.batch_size).as_dict()
             results["methods"][name] = row
+        k, several = pool.num_candidates, queries.slice(0, big.batch_size)
+        for name in (m for m in spec["methods"] if m in CORPUS_METHODS):
+            from georag.rerank.registry import make_reranker
+
+            method = make_reranker(name).fit(corpus)  # the index, cached by the parent's fit
+
+            def one(i: int, m=method) -> object:
+                return m.retrieve(queries.slice(i, i + 1), top_k=k)
+
+            def many(i: int, m=method) -> object:
+                return m.retrieve(several, top_k=k)
+
+            results["methods"][name] = {
+                "b1": bench.time(one, repeats=q, warmup=2).as_dict(),
+                "batched": bench.time(many, repeats=spec["repeats"], warmup=1,
+                                      per=big.batch_size).as_dict()}
         if spec.get("peers"):
             results["peers"] = _peers(pool, spec, bench)
     results["load_end"] = list(os.getloadavg())
@@ -219,15 +224,29 @@ def run_child(spec: dict, *, neighbours: int, tmp: Path, env_wait: str | None,
     return json.loads(Path(spec["result"]).read_text())
 
 
-def build_pool(data_dir: str | None, path: Path) -> int:
+def build_inputs(data_dir: str | None, path: Path, corpus_methods: list[str]) -> int:
+    """SciFact test pools (with texts), the corpus rows and the queries, saved for the
+    children; each corpus method is fitted once so that its index is cached."""
     import torch
 
     from georag.data.beir import load_beir
-    from georag.retrieval.candidates import build_candidate_pool
+    from georag.rerank.base import Corpus, QueryBatch
+    from georag.rerank.registry import make_reranker
+    from georag.resources import default_cache_dir
+    from georag.retrieval.candidates import FirstStage, FirstStageConfig
 
     dataset = load_beir("scifact", split="test", data_dir=data_dir)
-    pool = build_candidate_pool(dataset, top_m=100, with_texts=True)
-    torch.save(pool, path)
+    stage = FirstStage(dataset, FirstStageConfig(first_stage="dense", top_m=100))
+    ids = list(dataset.queries)
+    pool = stage.retrieve(ids, [dataset.queries[q] for q in ids], with_texts=True)
+    docs = [dataset.corpus[d] for d in stage.units.doc_ids]
+    corpus = Corpus(doc_ids=list(stage.units.doc_ids), titles=[d.title for d in docs],
+                    texts=[d.text for d in docs], embeddings=stage.embeddings,
+                    cache_dir=str(default_cache_dir()))
+    queries = QueryBatch(pool.query_ids, pool.query_texts, pool.query)
+    for name in corpus_methods:
+        make_reranker(name).fit(corpus)
+    torch.save((pool, corpus, queries), path)
     return pool.batch_size
 
 
@@ -315,6 +334,8 @@ def main() -> None:
                         help="graphs run through GraphRicciCurvature, quiet (0: none)")
     parser.add_argument("--busy-ricci-peer-graphs", type=int, default=12,
                         help="graphs run through GraphRicciCurvature next to the neighbour")
+    parser.add_argument("--methods", default=",".join(METHODS),
+                        help=f"methods of the latency table (default: {','.join(METHODS)})")
     parser.add_argument("--sections", default="latency,policy",
                         help="latency, policy or both (comma separated)")
     parser.add_argument("--policy-batch", type=int, default=64,
@@ -334,12 +355,14 @@ def main() -> None:
         "peer queries": args.peer_queries, "GraphRicciCurvature graphs":
         f"{args.ricci_peer_graphs} quiet, {args.busy_ricci_peer_graphs} busy",
         "peers env": str(PEER) if PEER.exists() else "absent (make peers)",
-        "child processes": "one per configuration, thread settings applied before torch loads"})
+        "child processes": "one per configuration, thread settings applied before torch loads",
+        "methods": args.methods})
     results: dict = {"latency": {}, "policy": {}}
     with tempfile.TemporaryDirectory() as folder:
         tmp = Path(folder)
         pool_path = tmp / "pool.pt"
-        queries = build_pool(args.data_dir, pool_path)
+        corpus_methods = [m for m in args.methods.split(",") if m in CORPUS_METHODS]
+        queries = build_inputs(args.data_dir, pool_path, corpus_methods)
         batch = min(args.batch, queries)
         base = {"pool": str(pool_path), "queries": min(args.queries, queries),
                 "repeats": args.repeats, "peer_queries": min(args.peer_queries, queries)}
@@ -349,8 +372,8 @@ def main() -> None:
                 for condition, neighbours in (("quiet", 0), ("busy", args.neighbours)):
                     graphs = (args.ricci_peer_graphs if condition == "quiet"
                               else args.busy_ricci_peer_graphs)
-                    spec = dict(base, threads=threads, methods=list(METHODS), batch=batch,
-                                batched=True, peers=threads == 1, ricci_peer_graphs=graphs,
+                    spec = dict(base, threads=threads, methods=args.methods.split(","),
+                                batch=batch, peers=threads == 1, ricci_peer_graphs=graphs,
                                 agreement=condition == "quiet")
                     latency[(threads, condition)] = run_child(
                         spec, neighbours=neighbours, tmp=tmp, env_wait="PASSIVE")
@@ -361,7 +384,7 @@ def main() -> None:
             pbatch = min(args.policy_batch, queries)
             for setting, (threads, wait) in POLICIES.items():
                 spec = dict(base, threads=threads, methods=list(POLICY_METHODS), batch=pbatch,
-                            batched=True, queries=min(args.queries, 24, queries))
+                            queries=min(args.queries, 24, queries))
                 policy[setting] = tuple(
                     run_child(spec, neighbours=n, tmp=tmp, env_wait=wait)
                     for n in (0, args.neighbours))

@@ -294,9 +294,12 @@ class QueryBatch:
         _check_finite("embeddings", self.embeddings)
 
     def slice(self, start: int, stop: int) -> QueryBatch:
-        """Return queries ``start:stop``."""
-        return QueryBatch(self.ids[start:stop], self.texts[start:stop],
-                          self.embeddings[start:stop])
+        """Return queries ``start:stop`` (not re-checked: a slice of a checked batch)."""
+        new = object.__new__(type(self))
+        for name, value in (("ids", self.ids[start:stop]), ("texts", self.texts[start:stop]),
+                            ("embeddings", self.embeddings[start:stop])):
+            object.__setattr__(new, name, value)
+        return new
 
 
 @dataclass(frozen=True)
