@@ -81,12 +81,14 @@ def _positive(value: str) -> int:
 def data_root(args: argparse.Namespace) -> Path:
     """The data folder itself, for scripts that read files in it: ``--data-dir``, else
     ``$GEORAG_DATA``; raises ``ValueError`` naming the option when neither is set."""
-    root = args.data_dir or os.environ.get("GEORAG_DATA")
-    if not root:
+    from georag.resources import data_roots
+
+    roots = data_roots(args.data_dir)
+    if not roots:
         raise ValueError("--data-dir: give the data folder or set $GEORAG_DATA")
-    if not Path(root).is_dir():
-        raise ValueError(f"--data-dir: no folder {root}")
-    return Path(root)
+    if not roots[0].is_dir():
+        raise ValueError(f"--data-dir: no folder {roots[0]}")
+    return roots[0]
 
 
 def bench_parser(doc: str | None, *, repeats: int = 5) -> argparse.ArgumentParser:

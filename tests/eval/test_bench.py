@@ -35,7 +35,9 @@ def test_measure_warms_up_and_scales_per_unit():
     assert len(timing.samples_ms) == 4 and all(s >= 0 for s in timing.samples_ms)
     t = Timing((1.0, 2.0, 3.0, 10.0))
     assert t.median == 2.5 and t.p90 == pytest.approx(np.percentile([1, 2, 3, 10], 90))
-    assert t.as_dict() == {"median_ms": 2.5, "p90_ms": t.p90, "samples": 4}
+    assert t.as_dict() == {"median_ms": 2.5, "p90_ms": t.p90, "samples": 4,
+                           "cpu_median_ms": None}
+    assert len(timing.cpu_ms) == 4 and timing.cpu_median >= 0
     with pytest.raises(ValueError, match="repeats >= 1"):
         measure(lambda i: None, repeats=0)
 

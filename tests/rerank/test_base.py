@@ -120,7 +120,8 @@ def test_derived_batches_equal_checked_ones_and_skip_the_checks(monkeypatch):
     batch = make_batch(b=3)
     calls = []
     check = CandidateBatch.__post_init__
-    monkeypatch.setattr(CandidateBatch, "__post_init__", lambda self: calls.append(1) or check(self))
+    monkeypatch.setattr(CandidateBatch, "__post_init__",
+                        lambda self: calls.append(1) or check(self))
     keep = torch.tensor([[True, False, True, True]] * 3)
     derived = [batch.slice(1, 3), batch.restrict(keep), batch.to("cpu")]
     assert calls == []  # validated once, when the batch was built
