@@ -4,9 +4,10 @@ torch runs its CPU kernels on an OpenMP pool of ``torch.get_num_threads()`` thre
 (all cores by default), whose idle threads spin while they wait for the next parallel
 region. Next to other busy processes the pool oversubscribes the cores: a thread that
 is descheduled holds every parallel region up, and the spinning ones burn the time that
-the others need. Measured on a 2-core machine with one CPU-bound neighbour (figures and
-command in docs/performance.md), batched kernels slowed 10x to 100x with torch's
-defaults and less than 2x with one thread.
+the others need. Measured on a shared 2-core machine (load average ~11, figures and
+command in docs/performance.md), torch's defaults ran diffusion, Maniscope and
+Ricci-Filtration 8x to 230x slower than one thread in the same minutes; with one thread
+an extra CPU-bound neighbour slowed them by at most ~2x.
 
 The policy, applied by :func:`apply_thread_policy` (the ``georag`` command and every
 script call it at start; the library itself sets nothing, on import or later):

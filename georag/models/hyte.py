@@ -376,9 +376,12 @@ class HyTEEncoder:
 
     def state_key(self) -> tuple:
         """A cheap key that changes whenever the projection's weights or power change
-        (in-place updates included), for caches of encodings."""
+        (in-place updates included, except on inference tensors, which record none), for
+        caches of encodings."""
         proj = self.projection
-        return tuple((id(p), p._version) for p in proj.parameters()) + (proj.power,)
+        # inference tensors (built under torch.inference_mode) keep no version counter
+        return tuple((id(p), p.data_ptr(), -1 if p.is_inference() else p._version)
+                     for p in proj.parameters()) + (proj.power,)
 
     def _vocab_table(self) -> tuple[torch.Tensor, torch.Tensor]:
         proj = self.projection
