@@ -143,3 +143,16 @@ def test_float64_projection(encoder):
     assert points.dtype == torch.float64
     assert (lorentz_inner(points, points) + 1.0).abs().max() < 1e-12
     torch.testing.assert_close(points.float(), encoder.encode(TEXTS), rtol=1e-5, atol=1e-6)
+
+
+def test_state_key_tracks_in_place_updates_and_works_under_inference_mode(encoder):
+    key = encoder.state_key()
+    assert encoder.state_key() == key
+    with torch.no_grad():
+        encoder.projection.w1.weight.add_(0.0)  # an in-place step bumps the version
+    assert encoder.state_key() != key
+    with torch.inference_mode():  # parameters built here keep no version counter
+        frozen = HyTEEncoder.from_pretrained("all-MiniLM-L6-v2")
+        points = frozen.encode(TEXTS)
+    assert frozen.state_key() == frozen.state_key()
+    torch.testing.assert_close(points, encoder.encode(TEXTS))
