@@ -130,3 +130,16 @@ def test_eval_method_config_and_options_change_the_result(tmp_path, embedding_ca
     assert "hyte: unknown option 'nope'" in capsys.readouterr().err
     assert main([*base, "--method-config", f"ricci={tmp_path / 'absent.yaml'}"]) == 2
     assert "no such config file" in capsys.readouterr().err
+
+
+def test_threads_option_and_environment_errors(capsys, monkeypatch):
+    try:
+        code = main(["--threads", "0", "demo"])
+    except SystemExit as exit_:
+        code = exit_.code
+    err = capsys.readouterr().err
+    assert code == 2 and "--threads: must be positive" in err and err.count("\n") == 1
+    monkeypatch.setenv("GEORAG_THREADS", "many")
+    assert main(["plot", "scatter", "--results", "/no/such/results.json"]) == 2
+    err = capsys.readouterr().err
+    assert err == "georag: error: $GEORAG_THREADS must be a positive integer, got 'many'\n"
