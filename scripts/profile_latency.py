@@ -63,9 +63,13 @@ class Breakdown:
     def __init__(self, targets: list[str]) -> None:
         self.totals = collections.defaultdict(lambda: [0.0, 0.0, 0])
         self.stack: list[float] = []
+        self.absent = []
         for target in targets:
             module_name, attr = target.split(":")
             module = importlib.import_module(module_name)
+            if not hasattr(module, attr):  # the solver moves: say what is gone
+                self.absent.append(target)
+                continue
             setattr(module, attr, self._wrap(getattr(module, attr), attr))
 
     def _wrap(self, fn, label: str):
@@ -198,6 +202,8 @@ def main() -> None:
         print(f"\n## CPU time per query by function ({args.method}, B=1)\n")
         print(f"wall median {wall.median:.3f} ms, p90 {wall.p90:.3f} ms; thread CPU "
               f"{cpu:.3f} ms per query (wrappers included)\n")
+        if breakdown.absent:
+            print(f"(not in this version: {', '.join(breakdown.absent)})\n")
         print("| function | self CPU ms/query | total CPU ms/query | calls/query |")
         print("|---|---:|---:|---:|")
         for label, (own, total, calls) in sorted(breakdown.totals.items(),
