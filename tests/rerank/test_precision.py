@@ -8,9 +8,8 @@ import numpy as np
 import pytest
 import torch
 
+from georag.eval.synthetic import random_batch
 from georag.rerank.registry import make_reranker
-
-from .batches import random_batch
 
 
 def _cast(batch, dtype):
