@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 import torch
 
+from georag.eval.synthetic import random_batch
 from georag.models.knobs import EmbeddingMap, Interval, Positive
 from georag.rerank.learned_diffusion import LearnedDiffusionConfig, safe_power
 from georag.rerank.registry import make_method, make_reranker
-from rerank.batches import random_batch
 
 PAIRS = [("diffusion", "learned_diffusion"), ("maniscope", "learned_maniscope")]
 
