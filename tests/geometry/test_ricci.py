@@ -19,7 +19,7 @@ import numpy as np
 import ot
 import pytest
 import torch
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from georag.geometry.ricci import (
@@ -368,6 +368,9 @@ def adversarial_graphs(seed: int, n: int, *, pieces: int, isolated: int, zero_sh
 @given(seed=st.integers(0, 2**16), n=st.integers(4, 14), pieces=st.integers(1, 3),
        isolated=st.integers(0, 2), zero_share=st.sampled_from([0.0, 0.3]),
        double=st.booleans(), method=st.sampled_from(["auto", "sinkhorn"]))
+# an edge of curvature -5.5e5 (a near-zero length beside long ones): float32 output rounds it
+# by ~0.03, so the bound is relative to each value's size as well
+@example(seed=160, n=12, pieces=1, isolated=0, zero_share=0.0, double=False, method="auto")
 def test_no_nan_on_components_isolated_nodes_and_extreme_lengths(seed, n, pieces, isolated,
                                                                    zero_share, double, method):
     lengths, adjacency = adversarial_graphs(seed, n, pieces=pieces, isolated=isolated,
@@ -377,7 +380,8 @@ def test_no_nan_on_components_isolated_nodes_and_extreme_lengths(seed, n, pieces
     kappa = ollivier_ricci(lt, at, method=method)
     assert torch.isfinite(kappa).all() and kappa.dtype == dtype
     exact = exact_curvature(lengths.astype(dtype_np(dtype)).astype(np.float64), adjacency)
-    assert np.abs(kappa.double().numpy() - exact).max() < 5e-3 + 1e-5
+    rounding = np.finfo(dtype_np(dtype)).eps * np.abs(exact)  # of the returned dtype
+    assert (np.abs(kappa.double().numpy() - exact) < 5e-3 + 1e-5 + 4 * rounding).all()
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # certified solves never warn
         flow = ricci_flow(lt, at, iterations=4, method=method, history=True)
