@@ -76,6 +76,11 @@ def _add_eval_args(parser: argparse.ArgumentParser) -> None:
         help="one config field of a method (e.g. maniscope.k=7, learned_diffusion.weights=w.pt), "
         "applied over --method-config; repeatable",
     )
+    parser.add_argument(
+        "--baseline",
+        help="method the others are tested against (paired randomization test, "
+        "Holm-corrected; default 'none', the first-stage order, when it is listed)",
+    )
     parser.add_argument("--config", type=Path, help="YAML file with the same keys (CLI wins)")
     parser.add_argument(
         "--wandb",
@@ -156,6 +161,7 @@ def _eval_config(args: argparse.Namespace):
         "model",
         "out",
         "max_queries",
+        "baseline",
     ):
         if getattr(args, key) is not None:
             values[key] = getattr(args, key)
