@@ -44,6 +44,7 @@ _EXPORTS = {
     "evaluate": "georag.eval.metrics",
     "EvalConfig": "georag.eval.runner",
     "run_eval": "georag.eval.runner",
+    "Reranker": "georag.api",
 }
 
 __all__ = ["__version__", *_EXPORTS]
