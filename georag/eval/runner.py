@@ -230,6 +230,21 @@ def _corpus(dataset: BeirDataset, stage: FirstStage) -> Corpus:
     )
 
 
+def eval_dataset(config) -> BeirDataset:
+    """The data set of ``config`` (an :class:`EvalConfig` or a sweep config), cut to its
+    first ``max_queries`` queries when set."""
+    dataset = load_dataset(config.dataset, split=config.split, data_dir=config.data_dir)
+    if config.max_queries is None:
+        return dataset
+    keep = list(dataset.queries)[: config.max_queries]
+    return BeirDataset(
+        dataset.name,
+        dataset.corpus,
+        {q: dataset.queries[q] for q in keep},
+        {q: dataset.qrels[q] for q in keep},
+    )
+
+
 def run_eval(config: EvalConfig, *, encoder: TextEncoder | None = None) -> list[dict]:
     """Load, retrieve once, rerank with every method, score, and write the reports.
 
@@ -239,15 +254,7 @@ def run_eval(config: EvalConfig, *, encoder: TextEncoder | None = None) -> list[
     """
     from georag.eval.report import write_reports
 
-    dataset = load_dataset(config.dataset, split=config.split, data_dir=config.data_dir)
-    if config.max_queries is not None:
-        keep = list(dataset.queries)[: config.max_queries]
-        dataset = BeirDataset(
-            dataset.name,
-            dataset.corpus,
-            {q: dataset.queries[q] for q in keep},
-            {q: dataset.qrels[q] for q in keep},
-        )
+    dataset = eval_dataset(config)
     encoder = encoder or TextEncoder(config.model)
     stage = FirstStage(
         dataset,
