@@ -57,7 +57,11 @@ def _native(spec, batch, docs, options):
 
 
 @pytest.mark.data
-@pytest.mark.parametrize("spec", ["maniscope", "diffusion", "ricci", "ricci+bi"])
+@pytest.mark.parametrize("spec", [
+    "maniscope", "ricci+bi",
+    pytest.param("diffusion", marks=pytest.mark.slow),
+    pytest.param("ricci", marks=pytest.mark.slow),
+])
 def test_rank_equals_the_candidate_batch_path(spec, encoder, scifact_case, native_batch,
                                               cache_dir):
     data, qid, docs = scifact_case

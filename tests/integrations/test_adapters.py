@@ -30,7 +30,7 @@ def encoder():
     return TextEncoder(show_progress=False)
 
 
-@pytest.fixture(scope="module", params=["maniscope", "ricci"])
+@pytest.fixture(scope="module", params=["maniscope", pytest.param("ricci", marks=pytest.mark.slow)])
 def reranker(request, encoder, tmp_path_factory):
     cache = tmp_path_factory.getbasetemp() / "adapter-cache"  # shared: each text encoded once
     return georag.Reranker(request.param, encoder=encoder, cache_dir=cache)
