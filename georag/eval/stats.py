@@ -23,6 +23,7 @@ __all__ = [
     "paired_permutation_p",
     "holm",
     "annotate",
+    "summarize",
     "mark",
 ]
 
@@ -149,6 +150,20 @@ def annotate(
             if row["method"] == baseline:
                 row[f"{metric}_p_value"] = None
     return rows
+
+
+def summarize(
+    per_query: dict[str, PerQuery], metrics: Sequence[str], *, baseline: str | None = None,
+    dataset: str = "",
+) -> list[dict]:
+    """Rows ``{dataset, method, <metric>, <metric>_ci_low, ...}`` from per-query values
+    (means over the judged queries), annotated as by :func:`annotate`; for the scripts."""
+    rows = [
+        {"dataset": dataset, "method": method,
+         **{m: float(np.mean(list(values[m].values()))) for m in metrics}}
+        for method, values in per_query.items()
+    ]
+    return annotate(rows, per_query, metrics, baseline=baseline)
 
 
 def mark(row: dict, metric: str, baseline_value: float | None, alpha: float = ALPHA) -> str:
