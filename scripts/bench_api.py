@@ -1,10 +1,11 @@
 """Time georag.Reranker.rank_batch on the 300 scifact test queries, against a loop of rank().
 
 Each query's documents are its dense top-10 (all-MiniLM-L6-v2, faiss flat) as texts. The
-first rank_batch call encodes every query and abstract (cold); the later calls read the
-content-hash cache (warm), so they time the batched method alone. The loop calls rank() once
-per query on the same warm cache. Medians over ``--repeats`` runs; the exact set-up, the
-torch threads and the load average are printed::
+reranker's cache is seeded with the corpus embeddings the first stage already holds, so the
+first rank_batch call encodes only the 300 queries (cold queries); the later calls read the
+content-hash cache for everything (warm), so they time the batched method alone. The loop
+calls rank() once per query on the same warm cache. Medians over ``--repeats`` runs; the
+exact set-up, the torch threads and the load average are printed::
 
     OMP_NUM_THREADS=1 python scripts/bench_api.py --data-dir ../shared/data
 """
@@ -51,11 +52,12 @@ def main() -> None:
     docs_lists = [[{"id": d, "text": t} for d, t in zip(ids, texts)]
                   for ids, texts in zip(pool.doc_ids, pool.cand_texts)]
     print(f"scifact test: {len(queries)} queries x {args.docs} abstracts (dense top-{args.docs})")
-    print("\n| method | cold rank_batch s (encodes) | warm rank_batch s | warm loop of rank() s "
-          "| loop / batch |")
+    print("\n| method | rank_batch s, encoding the queries | warm rank_batch s "
+          "| warm loop of rank() s | loop / batch |")
     print("|---|---:|---:|---:|---:|")
     for method in args.methods:
         reranker = georag.Reranker(method, encoder=stage.encoder)
+        reranker.cache.add(stage.units.texts, stage.embeddings)
         start = time.perf_counter()
         reranker.rank_batch(queries, docs_lists)
         cold = time.perf_counter() - start

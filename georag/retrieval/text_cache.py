@@ -99,6 +99,16 @@ class TextEmbeddingCache:
         atomic_write_bytes(self.folder / name, write)
         self._seen.add(name)
 
+    def add(self, texts: Sequence[str], embeddings: torch.Tensor) -> None:
+        """Record known embeddings (N, D) of ``texts`` (e.g. a corpus encoded in one pass), in
+        memory only."""
+        if embeddings.dim() != 2 or embeddings.shape[0] != len(texts):
+            raise ValueError(
+                f"embeddings: expected ({len(texts)}, D), got {tuple(embeddings.shape)}"
+            )
+        for text, row in zip(texts, embeddings.float().cpu()):
+            self._rows[content_hash([text])] = row
+
     def encode(
         self, texts: Sequence[str], encode: Callable[[list[str]], torch.Tensor]
     ) -> torch.Tensor:
