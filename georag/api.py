@@ -26,7 +26,8 @@ import torch
 
 from georag.rerank.base import CandidateBatch, RerankResult
 from georag.rerank.registry import is_retriever, make_reranker
-from georag.retrieval.encoder import DEFAULT_MODEL, TextEncoder
+from georag.resources import DEFAULT_MODEL
+from georag.retrieval.encoder import TextEncoder
 from georag.retrieval.text_cache import TextEmbeddingCache
 
 __all__ = ["Reranker", "RankedDoc"]

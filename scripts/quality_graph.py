@@ -26,7 +26,7 @@ import torch
 
 from georag.data.beir import BeirDataset, load_beir
 from georag.eval.metrics import per_query
-from georag.eval.report import LEGEND, markdown_table
+from georag.eval.report import SIGNIFICANCE, markdown_table
 from georag.eval.stats import summarize
 from georag.rerank.base import CandidateBatch, IdentityReranker, Reranker
 from georag.rerank.diffusion import DiffusionConfig, DiffusionReranker
@@ -135,7 +135,7 @@ def main() -> None:
         f"encoder {encoder.name} (D={encoder.dim}); metrics {', '.join(METRICS)} "
         "(means over judged queries); rerankers use the whole pool"
     )
-    print(LEGEND)
+    print(SIGNIFICANCE)
     for name in args.datasets:
         run_dataset(name, data_dir, encoder, args.pools, args.seed)
 

@@ -69,7 +69,7 @@ def main() -> None:
     from georag.data.beir import load_beir
     from georag.eval.metrics import per_query
     from georag.eval.plots_ricci import plot_flow, plot_query_edge_histogram
-    from georag.eval.report import LEGEND, markdown_table
+    from georag.eval.report import SIGNIFICANCE, markdown_table
     from georag.eval.stats import summarize
     from georag.rerank.base import IdentityReranker
     from georag.rerank.bi_encoder import BiEncoderConfig, BiEncoderReranker
@@ -109,7 +109,7 @@ def main() -> None:
     table = summarize(values, metrics, baseline="dense top-20 order")
     print()
     print(markdown_table(table, ("method", *metrics, "ndcg@10_p_value")))
-    print(LEGEND)
+    print(SIGNIFICANCE)
 
     keep = details.keep.cpu().numpy()
     real = pool.mask.cpu().numpy()

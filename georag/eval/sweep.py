@@ -16,11 +16,11 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from georag.eval.report import LEGEND, environment, latex_table, markdown_table
+from georag._io import atomic_write
+from georag.eval.report import LEGEND, SIGNIFICANCE, environment, latex_table, markdown_table
 from georag.eval.runner import eval_dataset, evaluate_methods
 from georag.eval.stats import annotate
 from georag.rerank.registry import is_retriever, parse_option
-from georag.retrieval.cache import atomic_write_bytes
 from georag.retrieval.candidates import FirstStage, FirstStageConfig
 from georag.retrieval.encoder import TextEncoder
 
@@ -160,18 +160,18 @@ def _write(rows: list[dict], values: dict, config: SweepConfig, seconds: float) 
     out.mkdir(parents=True, exist_ok=True)
     cols = columns(config)
     payload = json.dumps({"config": asdict(config), "wall_s": seconds, "rows": rows}, indent=2)
-    atomic_write_bytes(out / "sweep.json", lambda tmp: tmp.write_text(payload))
+    atomic_write(out / "sweep.json", payload)
     per_query = json.dumps(values)
-    atomic_write_bytes(out / "per_query.json", lambda tmp: tmp.write_text(per_query))
+    atomic_write(out / "per_query.json", per_query)
     header = (
         "```\n"
         + json.dumps({"config": asdict(config), "wall_s": round(seconds, 1),
                       "environment": environment()}, indent=2)
         + "\n```\n\n"
     )
-    text = header + markdown_table(rows, cols) + "\n" + LEGEND + "\n"
-    atomic_write_bytes(out / "sweep.md", lambda tmp: tmp.write_text(text))
+    text = header + markdown_table(rows, cols) + "\n" + SIGNIFICANCE + "\n" + LEGEND + "\n"
+    atomic_write(out / "sweep.md", text)
     latex = latex_table(rows, cols)
-    atomic_write_bytes(out / "sweep.tex", lambda tmp: tmp.write_text(latex))
+    atomic_write(out / "sweep.tex", latex)
     plot_sweep(rows, list(config.grid), out / "sweep.png", title=f"{config.method} on "
                f"{config.dataset} ({rows[0]['num_queries']} queries)")

@@ -36,7 +36,7 @@ def ricci_details(config: dict, out: Path, *, query: int = 0) -> tuple[dict, Pat
 
     from georag.eval.plots_ricci import plot_flow
     from georag.eval.runner import EvalConfig, eval_dataset
-    from georag.rerank.registry import make_reranker
+    from georag.rerank.registry import make_method
     from georag.retrieval.candidates import FirstStage, FirstStageConfig
 
     if not any(m.split("+")[0].strip() == "ricci" for m in config.get("methods", [])):
@@ -51,7 +51,7 @@ def ricci_details(config: dict, out: Path, *, query: int = 0) -> tuple[dict, Pat
     )
     ids = list(dataset.queries)
     batch = stage.retrieve(ids, [dataset.queries[q] for q in ids])
-    ricci = make_reranker("ricci", eval_config.resolved_options())
+    ricci = make_method("ricci", eval_config.resolved_options().get("ricci"))
     lengths = ricci.filtrate(batch).query_lengths
     finite = {
         qid: [round(v, 4) for v in row.tolist() if v == v]

@@ -20,8 +20,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from georag.data.beir import default_cache_dir
-from georag.retrieval.cache import atomic_write_bytes, content_hash
+from georag._io import atomic_write
+from georag.resources import default_cache_dir
+from georag.retrieval.cache import content_hash
 
 __all__ = ["TextEmbeddingCache"]
 
@@ -96,7 +97,7 @@ class TextEmbeddingCache:
             with tmp.open("wb") as handle:
                 np.savez(handle, hashes=np.array(hashes), embeddings=array)
 
-        atomic_write_bytes(self.folder / name, write)
+        atomic_write(self.folder / name, write)
         self._seen.add(name)
 
     def add(self, texts: Sequence[str], embeddings: torch.Tensor) -> None:
