@@ -179,7 +179,9 @@ def write_reports(
     writer = csv.DictWriter(buffer, fieldnames=keys)
     writer.writeheader()
     writer.writerows(rows)
-    legend = "\n" + SIGNIFICANCE + "\n" + LEGEND + "\n"
+    legend = "\n" + LEGEND + "\n"
+    if any(key.endswith("_ci_low") for row in rows for key in row):
+        legend += "\n" + SIGNIFICANCE + "\n"
     files = {"results.json": payload, "results.md": header + table + legend,
              "results.csv": buffer.getvalue(), "results.tex": latex_table(rows)}
     if per_query is not None:
