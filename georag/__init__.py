@@ -45,6 +45,7 @@ _EXPORTS = {
     "EvalConfig": "georag.eval.runner",
     "run_eval": "georag.eval.runner",
     "apply_thread_policy": "georag.eval.threads",
+    "Reranker": "georag.api",
 }
 
 __all__ = ["__version__", *_EXPORTS]

@@ -76,6 +76,11 @@ def _add_eval_args(parser: argparse.ArgumentParser) -> None:
         help="one config field of a method (e.g. maniscope.k=7, learned_diffusion.weights=w.pt), "
         "applied over --method-config; repeatable",
     )
+    parser.add_argument(
+        "--baseline",
+        help="method the others are tested against (paired randomization test, "
+        "Holm-corrected; default 'none', the first-stage order, when it is listed)",
+    )
     parser.add_argument("--config", type=Path, help="YAML file with the same keys (CLI wins)")
     parser.add_argument(
         "--wandb",
@@ -101,6 +106,19 @@ def _build_parser() -> argparse.ArgumentParser:
 
     evaluate = sub.add_parser("eval", help="compare methods on one shared candidate pool")
     _add_eval_args(evaluate)
+
+    sweep = sub.add_parser("sweep", help="one method over a grid of config values, one pool")
+    sweep.add_argument("--dataset", required=True, help="data set name or BEIR folder")
+    sweep.add_argument("--data-dir", help="where data set names resolve")
+    sweep.add_argument("--method", required=True, help="method spec (e.g. ricci, maniscope)")
+    sweep.add_argument(
+        "--grid", required=True, nargs="+", metavar="KEY=V1,V2",
+        help="knob values (STAGE.KEY=... for a '+' pipeline), e.g. quantile=0.25,0.5,0.75",
+    )
+    sweep.add_argument("--top-m", type=_positive, default=100, help="pool size (default 100)")
+    sweep.add_argument("--max-queries", type=_positive, help="only the first N queries")
+    sweep.add_argument("--out", default="runs/sweep", help="output folder (default runs/sweep)")
+    sweep.add_argument("--wandb", action="store_true", help="log the table and plot to W&B")
 
     index = sub.add_parser("index", help="build and save the first-stage indexes of a corpus")
     index.add_argument("--dataset", required=True, help="data set name or BEIR folder")
@@ -162,6 +180,7 @@ def _eval_config(args: argparse.Namespace):
         "model",
         "out",
         "max_queries",
+        "baseline",
     ):
         if getattr(args, key) is not None:
             values[key] = getattr(args, key)
@@ -206,6 +225,27 @@ def _cmd_eval(args: argparse.Namespace) -> None:
     print(markdown_table(rows))
     print(_notes(rows))
     print(f"wrote {Path(config.out) / 'results.json'} and results.md")
+
+
+def _cmd_sweep(args: argparse.Namespace) -> None:
+    from dataclasses import asdict
+
+    from georag.eval.report import markdown_table
+    from georag.eval.sweep import SweepConfig, columns, parse_grid, run_sweep
+
+    config = SweepConfig(
+        dataset=args.dataset, data_dir=args.data_dir, method=args.method,
+        grid=parse_grid(args.method, args.grid), top_m=args.top_m,
+        max_queries=args.max_queries, out=args.out,
+    )
+    rows = run_sweep(config)
+    out = Path(config.out)
+    if args.wandb:
+        from georag.eval.tracking import log_sweep_to_wandb
+
+        print(f"W&B run: {log_sweep_to_wandb(rows, asdict(config), out)}")
+    print(markdown_table(rows, columns(config)))
+    print(f"wrote {out / 'sweep.md'}, sweep.json, sweep.tex and {out / 'sweep.png'}")
 
 
 def _cmd_demo(args: argparse.Namespace) -> None:
@@ -343,6 +383,7 @@ def _cmd_plot(args: argparse.Namespace) -> None:
 _COMMANDS = {
     "demo": _cmd_demo,
     "eval": _cmd_eval,
+    "sweep": _cmd_sweep,
     "index": _cmd_index,
     "search": _cmd_search,
     "plot": _cmd_plot,

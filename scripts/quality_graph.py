@@ -4,8 +4,9 @@ For each data set: all-MiniLM-L6-v2 dense retrieval (faiss flat, cosine) gives a
 the top M candidates (M = 50 and M = 100); the dense order, DiffusionReranker and
 Maniscope rerank that same pool (each reranker uses the whole pool: ``top_m = M``, other
 options at the seed defaults). NDCG@10, MRR@10 and Recall@20 are means over every judged
-query (pytrec_eval through georag.eval.metrics); the p-value is a paired t-test of the
-per-query NDCG@10 against the dense order.
+query (pytrec_eval through georag.eval.metrics), each with its 95% bootstrap interval; the
+marks and p-values compare each reranker's per-query values with the dense order (paired
+randomization test, Holm-corrected across the rerankers; georag.eval.stats).
 
 The "easy" protocol is Maniscope's own (seed 001): per query, up to 3 relevant documents
 plus 7 documents drawn at random (fixed seed) from those not judged relevant, scored by
@@ -22,10 +23,11 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from scipy.stats import ttest_rel
 
 from georag.data.beir import BeirDataset, load_beir
 from georag.eval.metrics import per_query
+from georag.eval.report import SIGNIFICANCE, markdown_table
+from georag.eval.stats import summarize
 from georag.rerank.base import CandidateBatch, IdentityReranker, Reranker
 from georag.rerank.diffusion import DiffusionConfig, DiffusionReranker
 from georag.rerank.maniscope import Maniscope, ManiscopeConfig
@@ -80,18 +82,10 @@ def score(reranker: Reranker, batch: CandidateBatch, dataset: BeirDataset) -> di
 
 
 def print_table(title: str, rows: list[tuple[str, dict[str, dict]]]) -> None:
-    """Means, the NDCG@10 change against the first row and its paired t-test p-value."""
-    print(f"\n{title}")
-    header = "  ".join(f"{m:>9}" for m in METRICS)
-    print(f"  {'method':<12} {header}  {'d ndcg@10':>10}  {'p (paired t)':>12}")
-    base = rows[0][1]["ndcg@10"]
-    qids = sorted(base)
-    for i, (name, values) in enumerate(rows):
-        cells = "  ".join(f"{np.mean(list(values[m].values())):9.4f}" for m in METRICS)
-        ours = np.array([values["ndcg@10"][q] for q in qids])
-        ref = np.array([base[q] for q in qids])
-        p = "" if i == 0 or np.all(ours == ref) else f"{ttest_rel(ours, ref).pvalue:12.2g}"
-        print(f"  {name:<12} {cells}  {np.mean(ours - ref):+10.4f}  {p:>12}")
+    """Means with 95% intervals, marks and the NDCG@10 p-value against the first row."""
+    print(f"\n{title}\n")
+    table = summarize(dict(rows), METRICS, baseline=rows[0][0])
+    print(markdown_table(table, ("method", *METRICS, "ndcg@10_p_value")), end="")
 
 
 def run_dataset(name: str, data_dir: Path, encoder: TextEncoder, pools: list[int], seed: int):
@@ -141,6 +135,7 @@ def main() -> None:
         f"encoder {encoder.name} (D={encoder.dim}); metrics {', '.join(METRICS)} "
         "(means over judged queries); rerankers use the whole pool"
     )
+    print(SIGNIFICANCE)
     for name in args.datasets:
         run_dataset(name, data_dir, encoder, args.pools, args.seed)
 

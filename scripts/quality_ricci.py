@@ -10,7 +10,8 @@ non-relevant, against removing the same number of the 20 at random::
 
 The second stage defaults to all-mpnet-base-v2 (from its PyPI parts, or --second-stage
 PATH to a sentence-transformers folder); ``--second-stage bm25`` scores the kept chunks by
-BM25 instead (mpnet over 6,000 abstracts takes hours on a busy 2-core CPU). It also draws
+BM25 instead (mpnet over 6,000 abstracts takes hours on a busy 2-core CPU; its embeddings
+are cached per text, so a second run or the `ricci+bi` eval reuses them). It also draws
 the flow of one query (the paper's Figure 3) and the histogram of final query-edge
 lengths to PNG under --out.
 """
@@ -53,40 +54,6 @@ class BM25Stage:
         return RerankResult.from_scores(picked, batch.mask.clone())
 
 
-class CachedEncoder:
-    """Memoizes an encoder by text, so the second stage encodes each chunk once across rows.
-
-    ``prime`` encodes the pool's candidate texts up front through the on-disk embedding
-    cache, in blocks, so an interrupted run resumes where it stopped.
-    """
-
-    def __init__(self, encoder, block: int = 512) -> None:
-        self.encoder = encoder
-        self.block = block
-        self.cache: dict[str, torch.Tensor] = {}
-
-    def prime(self, texts: list[str]) -> None:
-        from tqdm import tqdm
-
-        from georag.retrieval.candidates import corpus_embeddings
-
-        unique = sorted(set(texts) - set(self.cache))
-        starts = range(0, len(unique), self.block)
-        for start in tqdm(starts, desc=f"second stage: {len(unique)} candidate texts"):
-            block = unique[start:start + self.block]
-            vectors, _ = corpus_embeddings(block, self.encoder)
-            self.cache.update(zip(block, vectors))
-
-    def encode(self, texts: list[str]) -> torch.Tensor:
-        missing = list(dict.fromkeys(t for t in texts if t not in self.cache))
-        if missing:
-            for text, vector in zip(missing, self.encoder.encode(missing)):
-                self.cache[text] = vector
-        if not texts:
-            return torch.zeros(0, 1)
-        return torch.stack([self.cache[t] for t in texts])
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data-dir", default=os.environ.get(
@@ -100,8 +67,10 @@ def main() -> None:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
     from georag.data.beir import load_beir
-    from georag.eval.metrics import evaluate
+    from georag.eval.metrics import per_query
     from georag.eval.plots_ricci import plot_flow, plot_query_edge_histogram
+    from georag.eval.report import SIGNIFICANCE, markdown_table
+    from georag.eval.stats import summarize
     from georag.rerank.base import IdentityReranker
     from georag.rerank.bi_encoder import BiEncoderConfig, BiEncoderReranker
     from georag.rerank.pipeline import RerankPipeline
@@ -120,11 +89,8 @@ def main() -> None:
     if args.second_stage == "bm25":
         second = BM25Stage(dataset)
     else:
+        # each text is encoded once, through the on-disk per-text cache (resumes when stopped)
         second = BiEncoderReranker(BiEncoderConfig(model=args.second_stage))
-        cached = CachedEncoder(second.encoder)
-        cached.prime([text for row, real in zip(pool.cand_texts, pool.mask.tolist())
-                      for text, keep in zip(row, real) if keep])
-        second = BiEncoderReranker(second.config, encoder=cached)
     alone = second(pool)
     second_s = time.perf_counter() - start
 
@@ -138,11 +104,12 @@ def main() -> None:
     print(f"# SciFact test: {len(pool.query_ids)} queries, dense top-20 (all-MiniLM-L6-v2); "
           f"Ricci-Filtration {config}; flow {ricci_s:.1f} s for the batch; second stage "
           f"{args.second_stage} ({second_s:.1f} s on the 20 of every query)")
-    print("\n| pipeline | NDCG@10 | Recall@5 |")
-    print("|---|---:|---:|")
-    for name, result in rows.items():
-        values = evaluate(result.to_run(pool), qrels, metrics)
-        print(f"| {name} | {values['ndcg@10']:.4f} | {values['recall@5']:.4f} |")
+    values = {name: per_query(result.to_run(pool), qrels, metrics)
+              for name, result in rows.items()}
+    table = summarize(values, metrics, baseline="dense top-20 order")
+    print()
+    print(markdown_table(table, ("method", *metrics, "ndcg@10_p_value")))
+    print(SIGNIFICANCE)
 
     keep = details.keep.cpu().numpy()
     real = pool.mask.cpu().numpy()

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from georag.eval.report import markdown_table
+from georag.eval.report import latex_table, markdown_table
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
 
@@ -24,3 +24,5 @@ def test_results_md_matches_results_json():
     assert markdown_table(results["beir"], BEIR_COLUMNS) in text
     if results["multihop"]:
         assert markdown_table(results["multihop"], MULTIHOP_COLUMNS) in text
+    if (DOCS / "results.tex").is_file():
+        assert (DOCS / "results.tex").read_text() == latex_table(results["beir"], BEIR_COLUMNS)

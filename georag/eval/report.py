@@ -1,4 +1,9 @@
-"""Result tables: results.json (rows), results.md (a Markdown table) and results.csv."""
+"""Result tables: results.json (rows), results.md (Markdown), results.tex (LaTeX), results.csv.
+
+A metric cell shows the mean, its 95% bootstrap interval ``[low, high]`` when the row has
+``<metric>_ci_low`` / ``_ci_high``, and a mark (see :func:`georag.eval.stats.mark`) when the
+row has a Holm-corrected ``<metric>_p_value`` against a baseline row of the same data set.
+"""
 
 from __future__ import annotations
 
@@ -12,13 +17,27 @@ from pathlib import Path
 import torch
 
 from georag._io import ArtifactError, read_file_set, write_file_set
+from georag.eval.stats import ALPHA, mark
 
-__all__ = ["write_reports", "read_results", "markdown_table", "environment", "LEGEND"]
+__all__ = [
+    "write_reports",
+    "read_results",
+    "markdown_table",
+    "latex_table",
+    "environment",
+    "LEGEND",
+    "SIGNIFICANCE",
+]
 
 LEGEND = (
     "ms_per_query: median latency of one query alone (B=1), this stage only; queries_per_s: "
     "throughput with the whole query set batched; first_stage_ms_per_query: B=1 latency of "
     "the first stage; kept_mean: candidates kept per query."
+)
+SIGNIFICANCE = (
+    f"Metric cells: mean [95% percentile bootstrap interval over queries]; ▲ / ▼: better / "
+    f"worse than the baseline (p < {ALPHA}, two-sided paired randomization test, "
+    "Holm-corrected across the methods of one data set); `ndcg@10_p_value` is that p-value."
 )
 MANIFEST = "results.manifest.json"
 FORMAT = "georag-results"
@@ -31,6 +50,7 @@ COLUMNS = (
     "recall@10",
     "recall@100",
     "mrr@10",
+    "ndcg@10_p_value",
     "kept_mean",
     "ms_per_query",
     "queries_per_s",
@@ -44,10 +64,79 @@ def _fmt(value: object) -> str:
     return "" if value is None else str(value)
 
 
+def _baselines(rows: list[dict]) -> dict[tuple[str, str], float]:
+    """``(dataset, metric) -> baseline mean``: the row whose p-value is None."""
+    found = {}
+    for row in rows:
+        for key, value in row.items():
+            if key.endswith("_p_value") and value is None:
+                metric = key[: -len("_p_value")]
+                found[(row.get("dataset"), metric)] = row.get(metric)
+    return found
+
+
+def _cells(rows: list[dict], columns: tuple[str, ...]) -> list[list[tuple[str, str, str]]]:
+    """Per row and column: (value, interval, mark) as plain strings."""
+    base = _baselines(rows)
+    table = []
+    for row in rows:
+        cells = []
+        for column in columns:
+            value = row.get(column)
+            if column.endswith("_p_value"):
+                cells.append(("" if value is None else f"{value:.2g}", "", ""))
+                continue
+            low, high = row.get(f"{column}_ci_low"), row.get(f"{column}_ci_high")
+            interval = "" if low is None else f"{low:.4f}, {high:.4f}"
+            sign = mark(row, column, base.get((row.get("dataset"), column)))
+            cells.append((_fmt(value), interval, sign))
+        table.append(cells)
+    return table
+
+
+def _present(rows: list[dict], columns: tuple[str, ...]) -> tuple[str, ...]:
+    """The columns, less p-value columns that no row has (no baseline given)."""
+    return tuple(
+        c for c in columns if not c.endswith("_p_value") or any(c in row for row in rows)
+    )
+
+
 def markdown_table(rows: list[dict], columns: tuple[str, ...] = COLUMNS) -> str:
-    """Rows as a Markdown table (missing cells left blank)."""
+    """Rows as a Markdown table (missing cells left blank, see the module doc)."""
+    columns = _present(rows, columns)
     lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
-    lines += ["| " + " | ".join(_fmt(row.get(c)) for c in columns) + " |" for row in rows]
+    for cells in _cells(rows, columns):
+        text = [
+            value + (f" [{interval}]" if interval else "") + (f" {sign}" if sign else "")
+            for value, interval, sign in cells
+        ]
+        lines.append("| " + " | ".join(text) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def _tex(text: str) -> str:
+    for char in "&%$#_{}":
+        text = text.replace(char, "\\" + char)
+    return text
+
+
+def latex_table(rows: list[dict], columns: tuple[str, ...] = COLUMNS) -> str:
+    """The same table as :func:`markdown_table` as a LaTeX ``tabular`` (booktabs, amssymb)."""
+    columns = _present(rows, columns)
+    marks = {"▲": "$^{\\blacktriangle}$", "▼": "$^{\\blacktriangledown}$", "": ""}
+    lines = [
+        "\\begin{tabular}{" + "l" * 2 + "r" * (len(columns) - 2) + "}",
+        "\\toprule",
+        " & ".join(_tex(c) for c in columns) + " \\\\",
+        "\\midrule",
+    ]
+    for cells in _cells(rows, columns):
+        text = [
+            _tex(value) + marks[sign] + (f" {{\\scriptsize [{interval}]}}" if interval else "")
+            for value, interval, sign in cells
+        ]
+        lines.append(" & ".join(text) + " \\\\")
+    lines += ["\\bottomrule", "\\end{tabular}"]
     return "\n".join(lines) + "\n"
 
 
@@ -67,10 +156,13 @@ def environment() -> dict[str, str]:
     }
 
 
-def write_reports(rows: list[dict], out: Path, *, config: dict | None = None) -> None:
-    """Write results.json, results.md and results.csv into ``out`` as one set.
+def write_reports(
+    rows: list[dict], out: Path, *, config: dict | None = None, per_query: dict | None = None
+) -> None:
+    """Write results.json, results.md, results.tex and results.csv (and per_query.json when
+    ``per_query`` is given) into ``out`` as one set.
 
-    The three files and ``results.manifest.json`` (their SHA-256) are replaced together
+    The files and ``results.manifest.json`` (their SHA-256) are replaced together
     (:func:`georag._io.write_file_set`): a reader never sees files from two runs.
     """
     payload = json.dumps(rows, indent=2)
@@ -87,8 +179,13 @@ def write_reports(rows: list[dict], out: Path, *, config: dict | None = None) ->
     writer = csv.DictWriter(buffer, fieldnames=keys)
     writer.writeheader()
     writer.writerows(rows)
-    files = {"results.json": payload, "results.md": header + table + "\n" + LEGEND + "\n",
-             "results.csv": buffer.getvalue()}
+    legend = "\n" + LEGEND + "\n"
+    if any(key.endswith("_ci_low") for row in rows for key in row):
+        legend += "\n" + SIGNIFICANCE + "\n"
+    files = {"results.json": payload, "results.md": header + table + legend,
+             "results.csv": buffer.getvalue(), "results.tex": latex_table(rows)}
+    if per_query is not None:
+        files["per_query.json"] = json.dumps(per_query)
     write_file_set(out, files, manifest=MANIFEST, format=FORMAT, version=VERSION)
 
 

@@ -12,7 +12,8 @@ from tqdm.auto import tqdm
 from georag.config import config_from_mapping, read_yaml
 from georag.data.beir import BeirDataset
 from georag.data.datasets import load_dataset
-from georag.eval.metrics import evaluate
+from georag.eval.metrics import per_query
+from georag.eval.stats import annotate
 from georag.eval.timing import median_single_ms, timed
 from georag.eval.trec import write_run
 from georag.rerank.base import (
@@ -59,6 +60,13 @@ class EvalConfig:
     latency_samples: int = 50
     method_configs: dict[str, str] = field(default_factory=dict)
     method_options: dict[str, dict] = field(default_factory=dict)
+    baseline: str | None = "none"
+
+    def __post_init__(self) -> None:
+        if self.baseline not in (None, "none") and self.baseline not in self.methods:
+            raise ValueError(
+                f"baseline: {self.baseline!r} is not among the methods {self.methods}"
+            )
 
     @classmethod
     def from_dict(cls, values: dict) -> EvalConfig:
@@ -104,6 +112,14 @@ def _apply(reranker: Reranker, batch: CandidateBatch, batch_size: int) -> Rerank
     )
 
 
+def score_run(
+    run: dict[str, dict[str, float]], qrels: dict[str, dict[str, int]]
+) -> tuple[dict[str, float], dict[str, dict[str, float]]]:
+    """Means and per-query values ``{metric: {query_id: value}}`` of :data:`METRICS`."""
+    values = per_query(run, qrels, METRICS)
+    return {m: sum(v.values()) / len(v) for m, v in values.items()}, values
+
+
 def evaluate_methods(
     batch: CandidateBatch,
     qrels: dict[str, dict[str, int]],
@@ -117,9 +133,13 @@ def evaluate_methods(
     first_stage_ms: float | None = None,
     corpus: Corpus | None = None,
     queries: QueryBatch | None = None,
+    per_query_out: dict[str, dict] | None = None,
 ) -> list[dict]:
     """Run each method and score it: pool rerankers over ``batch``, corpus-level retrievers
     over ``corpus`` (fitted once each) for ``queries``.
+
+    ``per_query_out``, when given, receives ``{method: {metric or "kept": {query_id:
+    value}}}``: each query's metrics and its kept count.
 
     Returns
     -------
@@ -158,11 +178,15 @@ def evaluate_methods(
         ms = median_single_ms(run_one, batch.batch_size, samples=latency_samples)
         if out is not None:
             write_run(run, out / f"{dataset}.{spec}.trec", tag=spec)
+        means, values = score_run(run, qrels)
+        if per_query_out is not None:
+            kept = dict(zip(batch.query_ids, result.keep.sum(1).tolist()))
+            per_query_out[spec] = {**values, "kept": kept}
         rows.append(
             {
                 "dataset": dataset,
                 "method": spec,
-                **evaluate(run, qrels, METRICS),
+                **means,
                 "ms_per_query": ms,
                 "queries_per_s": batch.batch_size / max(seconds, 1e-12),
                 "first_stage_ms_per_query": stage_ms,
@@ -206,23 +230,31 @@ def _corpus(dataset: BeirDataset, stage: FirstStage) -> Corpus:
     )
 
 
+def eval_dataset(config) -> BeirDataset:
+    """The data set of ``config`` (an :class:`EvalConfig` or a sweep config), cut to its
+    first ``max_queries`` queries when set."""
+    dataset = load_dataset(config.dataset, split=config.split, data_dir=config.data_dir)
+    if config.max_queries is None:
+        return dataset
+    keep = list(dataset.queries)[: config.max_queries]
+    return BeirDataset(
+        dataset.name,
+        dataset.corpus,
+        {q: dataset.queries[q] for q in keep},
+        {q: dataset.qrels[q] for q in keep},
+    )
+
+
 def run_eval(config: EvalConfig, *, encoder: TextEncoder | None = None) -> list[dict]:
     """Load, retrieve once, rerank with every method, score, and write the reports.
 
-    Writes ``results.json``, ``results.md`` (with the config), ``results.csv`` and one TREC
-    run per method into ``config.out``.
+    Writes ``results.json``, ``results.md`` (with the config), ``results.csv``,
+    ``results.tex``, ``per_query.json`` (each method's per-query metrics and kept counts)
+    and one TREC run per method into ``config.out``.
     """
     from georag.eval.report import write_reports
 
-    dataset = load_dataset(config.dataset, split=config.split, data_dir=config.data_dir)
-    if config.max_queries is not None:
-        keep = list(dataset.queries)[: config.max_queries]
-        dataset = BeirDataset(
-            dataset.name,
-            dataset.corpus,
-            {q: dataset.queries[q] for q in keep},
-            {q: dataset.qrels[q] for q in keep},
-        )
+    dataset = eval_dataset(config)
     encoder = encoder or TextEncoder(config.model)
     stage = FirstStage(
         dataset,
@@ -248,6 +280,7 @@ def run_eval(config: EvalConfig, *, encoder: TextEncoder | None = None) -> list[
     corpus = None
     if any(is_retriever(m) for m in config.methods):
         corpus = _corpus(dataset, stage)
+    values: dict[str, dict] = {}
     rows = evaluate_methods(
         batch,
         dataset.qrels,
@@ -260,6 +293,7 @@ def run_eval(config: EvalConfig, *, encoder: TextEncoder | None = None) -> list[
         first_stage_ms=first_ms,
         corpus=corpus,
         queries=QueryBatch(ids, [dataset.queries[q] for q in ids], query_embeddings),
+        per_query_out=values,
     )
     for row in rows:
         row.update(
@@ -268,5 +302,7 @@ def run_eval(config: EvalConfig, *, encoder: TextEncoder | None = None) -> list[
             model=config.model,
             cache_hit=stage.cache_hit,
         )
-    write_reports(rows, out, config=asdict(config))
+    baseline = config.baseline if config.baseline in config.methods else None
+    annotate(rows, values, METRICS, baseline=baseline)
+    write_reports(rows, out, config=asdict(config), per_query=values)
     return rows

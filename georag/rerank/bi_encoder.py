@@ -77,10 +77,18 @@ class BiEncoderConfig:
         sentence-transformers folder or name.
     batch_size : int
         Texts per forward pass.
+    cache : bool
+        Read and write each text's embedding in the per-text cache
+        (:class:`~georag.retrieval.text_cache.TextEmbeddingCache`), so a text is encoded once
+        per model across calls, runs and processes.
+    cache_dir : str, optional
+        Root of that cache (default ``$GEORAG_CACHE/text_embeddings``).
     """
 
     model: str = MPNET
     batch_size: int = 32
+    cache: bool = True
+    cache_dir: str | None = None
 
     def __post_init__(self) -> None:
         if self.batch_size <= 0:
@@ -91,7 +99,8 @@ class BiEncoderReranker:
     """Scores each kept candidate by ``cos(E(query text), E(candidate text))``.
 
     Only the candidates in ``batch.mask`` are encoded, so after a filter stage the cost
-    is the kept set's. Needs ``query_texts`` and ``cand_texts`` on the batch.
+    is the kept set's; with ``config.cache`` each text is encoded once per model. Needs
+    ``query_texts`` and ``cand_texts`` on the batch.
     """
 
     name = "bi"
@@ -99,6 +108,8 @@ class BiEncoderReranker:
     def __init__(self, config: BiEncoderConfig | None = None, *, encoder: object = None) -> None:
         self.config = config or BiEncoderConfig()
         self._encoder = encoder
+        self._own_encoder = encoder is None
+        self._cache = None
 
     @property
     def encoder(self):
@@ -114,14 +125,28 @@ class BiEncoderReranker:
                                         show_progress=False)
         return self._encoder
 
+    def encode(self, texts: list[str]) -> torch.Tensor:
+        """Unit-norm embeddings (N, D) of ``texts``, through the per-text cache when enabled."""
+        if not self.config.cache:
+            return self.encoder.encode(texts)
+        if self._cache is None:
+            from georag.retrieval.text_cache import TextEmbeddingCache
+
+            # an injected encoder names its own model; ours is named by the config
+            model = self.config.model if self._own_encoder else self.encoder.name
+            encoder = self.encoder
+            key = f"{model}|max_seq_length={encoder.max_seq_length}|{encoder.device.type}"
+            self._cache = TextEmbeddingCache(key, self.config.cache_dir)
+        return self._cache.encode(texts, self.encoder.encode)
+
     def __call__(self, batch: CandidateBatch) -> RerankResult:
         if batch.query_texts is None or batch.cand_texts is None:
             raise ValueError("the bi-encoder needs query_texts and cand_texts on the batch")
         rows, cols = batch.mask.nonzero(as_tuple=True)
         texts = [batch.cand_texts[r][c] for r, c in zip(rows.tolist(), cols.tolist())]
-        queries = self.encoder.encode(list(batch.query_texts))
+        queries = self.encode(list(batch.query_texts))
         scores = torch.zeros(batch.scores.shape, dtype=torch.float32)
         if texts:
-            cands = self.encoder.encode(texts)
+            cands = self.encode(texts)
             scores[rows.cpu(), cols.cpu()] = (cands * queries[rows.cpu()]).sum(1)
         return RerankResult.from_scores(scores.to(batch.scores.device), batch.mask.clone())

@@ -190,7 +190,8 @@ def test_bi_encoder_scores_cosine_and_encodes_the_kept_set_only():
     batch = clustered_batch(b=2, m=5, seed=8)
     keep = torch.tensor([[True, False, True, False, False], [False] * 4 + [True]])
     encoder = _StubEncoder()
-    result = BiEncoderReranker(encoder=encoder)(batch.restrict(keep))
+    uncached = BiEncoderConfig(cache=False)  # the stub's calls are the point, not the cache
+    result = BiEncoderReranker(uncached, encoder=encoder)(batch.restrict(keep))
     assert encoder.calls[1] == ["doc 0 0", "doc 0 2", "doc 1 4"]
     q = encoder.encode(batch.query_texts)
     c = encoder.encode(["doc 0 2"])
@@ -199,7 +200,7 @@ def test_bi_encoder_scores_cosine_and_encodes_the_kept_set_only():
     no_text = CandidateBatch(query=batch.query, cands=batch.cands, scores=batch.scores,
                              mask=batch.mask, query_ids=batch.query_ids, doc_ids=batch.doc_ids)
     with pytest.raises(ValueError, match="texts"):
-        BiEncoderReranker(encoder=encoder)(no_text)
+        BiEncoderReranker(uncached, encoder=encoder)(no_text)
     with pytest.raises(ValueError, match="batch_size"):
         BiEncoderConfig(batch_size=0)
 

@@ -1,0 +1,58 @@
+"""PyTerrier: any georag reranker as a re-ranking transformer.
+
+``GeoragTransformer`` is a :class:`pyterrier.Transformer` over a result frame with the
+columns ``qid``, ``query``, ``docno`` and ``text`` (e.g. ``bm25 >> pt.text.get_text(...) >>
+GeoragTransformer(Reranker("maniscope"))``), the shape of PyTerrier's cross-encoder
+rerankers. All queries of the frame go through one batched ``rank_batch`` call; the output
+keeps the kept rows with the georag ``score`` and a fresh ``rank`` (0 = best), sorted by
+query and rank. PyTerrier 1.x runs these frames without Java (only Terrier's own indexes need
+a JVM). Needs the ``pyterrier`` extra.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+import pyterrier as pt
+
+from georag.api import Reranker
+
+__all__ = ["GeoragTransformer"]
+
+_COLUMNS = ("qid", "query", "docno", "text")
+
+
+class GeoragTransformer(pt.Transformer):
+    """Rerank a PyTerrier result frame with a :class:`georag.Reranker`.
+
+    Parameters
+    ----------
+    reranker : georag.Reranker
+    """
+
+    def __init__(self, reranker: Reranker) -> None:
+        self.reranker = reranker
+
+    def __repr__(self) -> str:
+        return f"GeoragTransformer({self.reranker!r})"
+
+    def transform(self, inp: pd.DataFrame) -> pd.DataFrame:
+        missing = [c for c in _COLUMNS if c not in inp.columns]
+        if missing:
+            raise ValueError(f"inp: the frame lacks column(s) {missing} (needs {list(_COLUMNS)})")
+        if inp.empty:
+            return inp.assign(score=[], rank=[])
+        groups = list(inp.groupby("qid", sort=False))
+        queries = [str(frame["query"].iloc[0]) for _, frame in groups]
+        docs_lists = [
+            [{"id": str(d), "text": t} for d, t in zip(frame["docno"], frame["text"])]
+            for _, frame in groups
+        ]
+        ranked = self.reranker.rank_batch(queries, docs_lists)
+        parts = []
+        for (_, frame), results in zip(groups, ranked):
+            kept = [r for r in results if r.kept]
+            part = frame.iloc[[r.index for r in kept]].copy()
+            part["score"] = [r.score for r in kept]
+            part["rank"] = list(range(len(kept)))
+            parts.append(part)
+        return pd.concat(parts, ignore_index=True)

@@ -1,0 +1,48 @@
+"""The per-text embedding cache: each text encoded once, across calls, instances and shards."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from georag.retrieval.text_cache import TextEmbeddingCache
+
+
+class CountingEncoder:
+    """Deterministic stand-in for a sentence encoder that records what it was asked."""
+
+    def __init__(self) -> None:
+        self.seen: list[str] = []
+
+    def __call__(self, texts: list[str]) -> torch.Tensor:
+        self.seen += texts
+        return torch.tensor([[len(t), sum(map(ord, t)) % 97, 1.0] for t in texts])
+
+
+def test_each_text_is_encoded_once_across_calls_and_processes(tmp_path):
+    enc = CountingEncoder()
+    cache = TextEmbeddingCache("model-a", tmp_path, shard_size=2)
+    first = cache.encode(["a", "bb", "a", "ccc"], enc)
+    assert enc.seen == ["a", "bb", "ccc"] and first.shape == (4, 3)
+    assert torch.equal(first[0], first[2])
+    assert len(list(cache.folder.glob("*.npz"))) == 2  # shards of 2 texts, written as they go
+    again = TextEmbeddingCache("model-a", tmp_path).encode(["ccc", "dddd", "a"], enc)
+    assert enc.seen[3:] == ["dddd"]  # a fresh instance reads the shards from disk
+    assert torch.equal(again[0], first[3]) and torch.equal(again[2], first[0])
+    other = CountingEncoder()
+    TextEmbeddingCache("model-b", tmp_path).encode(["a"], other)
+    assert other.seen == ["a"]  # another model key shares nothing
+
+
+def test_memory_only_add_and_bad_shards(tmp_path):
+    enc = CountingEncoder()
+    memory = TextEmbeddingCache("m", tmp_path, persist=False)
+    memory.add(["x", "y"], torch.ones(2, 3))
+    assert torch.equal(memory.encode(["y", "z"], enc)[0], torch.ones(3)) and enc.seen == ["z"]
+    assert not (tmp_path / memory.folder.name).exists()
+    with pytest.raises(ValueError, match="embeddings"):
+        memory.add(["x"], torch.ones(2, 3))
+    disk = TextEmbeddingCache("m", tmp_path)
+    disk.folder.mkdir(parents=True)
+    (disk.folder / "broken.npz").write_bytes(b"not a zip")
+    assert disk.encode(["q"], enc).shape == (1, 3) and enc.seen[-1] == "q"
