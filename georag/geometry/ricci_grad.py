@@ -168,6 +168,7 @@ def _curvature(lengths, adjacency, edges, alpha, exp_power, *, method, epsilon, 
     source, target = surplus.clamp_min(0.0), (-surplus).clamp_min(0.0)
     out_mass, in_mass = source.sum(-1, keepdim=True), target.sum(-1, keepdim=True)
     moving = torch.minimum(out_mass, in_mass) > 64 * torch.finfo(lengths.dtype).eps
+    moving = moving & valid.unsqueeze(-1)  # padded edges solve a point mass: no NaN to mask
     point = torch.zeros_like(source[:1, :1])
     point[..., 0] = 1.0
     source = torch.where(moving, source / torch.where(moving, out_mass, 1.0), point).to(work)

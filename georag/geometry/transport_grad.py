@@ -22,7 +22,10 @@ Gradients with respect to ``a`` and ``b`` are defined along perturbations that k
 masses balanced, so only up to a constant: they are returned centred (mean 0 over each
 support), the convention of POT's ``emd2``. At a zero mass the linear value's gradient is
 0 (the support is held fixed); the regularized value's is the c-transform of the other
-potential, its one-sided derivative.
+potential, its one-sided derivative. Where the plan nearly falls apart into blocks (costs
+between them many epsilon apart) the potentials' offset between the blocks is
+ill-determined at any finite tolerance, and so is the marginals' gradient along moving mass
+between blocks; the cost gradient is not affected.
 
 :func:`exact_transport` is the unregularized cost (POT's network simplex per problem, CPU)
 with the gradient of the linear program: the optimal plan for ``C`` and the centred dual
@@ -54,28 +57,37 @@ def _centred(x: torch.Tensor, support: torch.Tensor) -> torch.Tensor:
     return x - mean
 
 
-def _linear_adjoint(plan: torch.Tensor, cost: torch.Tensor
+def _linear_adjoint(plan: torch.Tensor, cost: torch.Tensor, precision: torch.dtype | None = None
                     ) -> tuple[torch.Tensor, torch.Tensor]:
     """Adjoint potentials ``(x, y)`` of the linear cost ``<P, C>`` at the Sinkhorn fixed point.
 
     Solves ``[[diag(a), P], [P^T, diag(b)]] [x; y] = [P C 1; (P C)^T 1]`` with ``a, b`` the
-    plan's own marginals, by eliminating ``x``: ``(diag(b) - P^T diag(1/a) P) y = ...``. The
-    system is singular along ``(1, -1)``; ``y`` is fixed to sum 0 over the support of ``b``
-    (a rank-one term), entries off the supports get 0.
+    plan's own marginals, by eliminating ``x``: ``(diag(b) - P^T diag(1/a) P) y = ...``.
+    That Schur complement is symmetric positive semi-definite and singular along the
+    constant vector (the gauge ``(x + c, y - c)``), and nearly singular where the plan's
+    support almost falls apart into blocks; ``y`` is its truncated pseudo-inverse solution
+    (eigenvalues below ``10 sqrt(machine eps)`` of the largest dropped, the machine eps of
+    ``precision``, the dtype the plan was solved in; computed in float64), which
+    takes the gauge with ``y`` orthogonal to the constants. Entries off the supports get 0.
     """
+    dtype = plan.dtype
+    cutoff = 10 * torch.finfo(precision or dtype).eps ** 0.5
+    plan, cost = plan.double(), cost.double()
     rows, cols = plan.sum(-1), plan.sum(-2)
     on_a, on_b = rows > 0, cols > 0
     weighted = plan * cost
     r, c = weighted.sum(-1), weighted.sum(-2)
     inv_a = torch.where(on_a, 1.0 / torch.where(on_a, rows, 1.0), 0.0)
     scaled = plan * inv_a.unsqueeze(-1)
-    schur = torch.diag_embed(torch.where(on_b, cols, 1.0)) - plan.transpose(-1, -2) @ scaled
-    ones = on_b.to(plan.dtype)
-    schur = schur + ones.unsqueeze(-1) * ones.unsqueeze(-2)
+    schur = torch.diag_embed(cols) - plan.transpose(-1, -2) @ scaled
     rhs = (c - (scaled.transpose(-1, -2) @ r.unsqueeze(-1)).squeeze(-1)).masked_fill(~on_b, 0.0)
-    y = torch.linalg.solve(schur, rhs.unsqueeze(-1)).squeeze(-1).masked_fill(~on_b, 0.0)
+    values, vectors = torch.linalg.eigh((schur + schur.transpose(-1, -2)) / 2)
+    top = values.amax(-1, keepdim=True).clamp_min(torch.finfo(torch.float64).tiny)
+    inverse = torch.where(values > cutoff * top, 1.0 / values, 0.0)
+    y = (vectors @ (inverse * (vectors.transpose(-1, -2) @ rhs.unsqueeze(-1)).squeeze(-1))
+         .unsqueeze(-1)).squeeze(-1).masked_fill(~on_b, 0.0)
     x = ((r - (plan @ y.unsqueeze(-1)).squeeze(-1)) * inv_a).masked_fill(~on_a, 0.0)
-    return x, y
+    return x.to(dtype), y.to(dtype)
 
 
 def _linear_grads(plan: torch.Tensor, log_plan: torch.Tensor, cost: torch.Tensor,
@@ -267,7 +279,9 @@ def shared_cost_transport(
 
 
 def _shared_plan(u, v, cost, eps, center):
+    """Plans ``u_i K_ij v_j`` (and their logs) of the solver's kernel, in float64."""
     floor = math.exp(-1.5 * max_cost_over_epsilon(u.dtype))
+    u, v, cost, eps, center = (t.double() for t in (u, v, cost, eps, center))
     e = eps.view(-1, 1, 1)
     log_k = torch.maximum((center.view(-1, 1, 1) - cost) / e, torch.tensor(math.log(floor),
                                                                            dtype=u.dtype))
@@ -286,10 +300,10 @@ class _SharedCost(torch.autograd.Function):
         else:
             out = sinkhorn_shared_cost_scaled(a, b, cost, start=start, **options)
         u, v = out.f, out.g
-        plan, log_plan = _shared_plan(u, v, cost, eps, center)
-        finite = torch.where(torch.isfinite(cost), cost, 0.0).unsqueeze(1)
-        value = (plan * finite).sum((-2, -1))
-        x, y = _linear_adjoint(plan, finite.expand_as(plan))
+        plan, _ = _shared_plan(u, v, cost, eps, center)
+        finite = torch.where(torch.isfinite(cost), cost, 0.0).double().unsqueeze(1)
+        value = (plan * finite).sum((-2, -1)).to(a.dtype)
+        x, y = _linear_adjoint(plan, finite.expand_as(plan), precision=u.dtype)
         extra["u"], extra["converged"] = u, out.converged
         ctx.save_for_backward(u, v, x, y, cost, eps, center)
         return value
@@ -298,14 +312,15 @@ class _SharedCost(torch.autograd.Function):
     def backward(ctx, grad):
         u, v, x, y, cost, eps, center = ctx.saved_tensors
         plan, log_plan = _shared_plan(u, v, cost, eps, center)
-        finite = torch.where(torch.isfinite(cost), cost, 0.0).unsqueeze(1)
-        q = plan * (x.unsqueeze(-1) + y.unsqueeze(-2) - finite) / eps.view(-1, 1, 1, 1)
-        g = grad.to(u.dtype)
+        finite = torch.where(torch.isfinite(cost), cost, 0.0).double().unsqueeze(1)
+        q = plan * (x.unsqueeze(-1) + y.unsqueeze(-2) - finite) / eps.double().view(-1, 1, 1, 1)
+        g = grad.double()
         d_cost = (g[..., None, None] * (plan + q)).sum(1)
         d_eps = (g * (q * log_plan.masked_fill(plan == 0, 0.0)).sum((-2, -1))).sum(1)
-        d_a = g.unsqueeze(-1) * _centred(x, plan.sum(-1) > 0)
-        d_b = g.unsqueeze(-1) * _centred(y, plan.sum(-2) > 0)
-        return d_a, d_b, d_cost, d_eps, None, None, None, None, None, None
+        d_a = g.unsqueeze(-1) * _centred(x.double(), plan.sum(-1) > 0)
+        d_b = g.unsqueeze(-1) * _centred(y.double(), plan.sum(-2) > 0)
+        return (d_a.to(u.dtype), d_b.to(u.dtype), d_cost.to(cost.dtype), d_eps.to(eps.dtype),
+                None, None, None, None, None, None)
 
 
 def exact_transport(a: torch.Tensor, b: torch.Tensor, cost: torch.Tensor) -> torch.Tensor:
