@@ -16,7 +16,9 @@ defaults:
 * ``geometry_weight`` (0): the fusion with the first-stage score, ``s + geometry_weight *
   (eta - w)``;
 * optionally a learned linear map of query and candidate embeddings (identity at start),
-  shared by the graph and the lengths.
+  shared by the graph and the lengths. The map reaches the scores through the lengths
+  only, so its gradient is 0 until ``length_power`` leaves 0 (one step does it: the
+  exponent's own gradient is not 0 there).
 
 Gradients run through the flow (:func:`georag.geometry.ricci_grad.ricci_flow`: unrolled
 steps, implicit Sinkhorn). Discrete decisions, and what each phase uses:
@@ -35,12 +37,13 @@ steps, implicit Sinkhorn). Discrete decisions, and what each phase uses:
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 import torch
 
 from georag.geometry.graphs import cosine_dissimilarity, threshold_graph
-from georag.geometry.ricci import CURVATURE_METHODS, ricci_flow
+from georag.geometry.ricci import CURVATURE_METHODS, RicciConvergenceWarning, ricci_flow
 from georag.models.knobs import EmbeddingMap, Interval, Positive, Real
 from georag.rerank.base import CandidateBatch
 from georag.rerank.learned import LearnableReranker
@@ -115,6 +118,10 @@ class LearnedRicci(LearnableReranker):
 
     name = "learned_ricci"
     config_class = LearnedRicciConfig
+    fixed_method = "ricci"
+    search_space = {"alpha": (0.05, 0.95, False), "exp_power": (0.25, 4.0, True),
+                    "step": (0.1, 2.0, True), "eta": (0.5, 2.0, True),
+                    "length_power": (-2.0, 2.0, False), "geometry_weight": (-2.0, 2.0, False)}
 
     def __init__(self, config: LearnedRicciConfig | None = None) -> None:
         super().__init__(config or LearnedRicciConfig())
@@ -166,7 +173,9 @@ class LearnedRicci(LearnableReranker):
             flow = ricci_grad.ricci_flow(lengths, adjacency, checkpoint=cfg.checkpoint,
                                          **knobs, **options)
         else:
-            flow = ricci_flow(lengths, adjacency, **knobs, **options)
+            with warnings.catch_warnings():  # uncertified Sinkhorn, as RicciFiltration
+                warnings.simplefilter("ignore", RicciConvergenceWarning)
+                flow = ricci_flow(lengths, adjacency, accuracy=None, **knobs, **options)
 
         w = flow.lengths[:, 0, 1:]
         eta = self.eta().to(dtype)
