@@ -93,9 +93,11 @@ def test_forward_equals_ricci_forward():
         grad = ollivier_ricci(lengths.clone().requires_grad_(), adj, alpha=alpha,
                               exp_power=power, **options)
         assert grad.requires_grad
-        assert (grad.detach() - fixed).abs().max() < 1e-6  # the same solver's tolerance
+        # ricci.py certifies (or solves exactly) its curvature: the documented accuracy
+        assert (grad.detach() - fixed).abs().max() < bound
         assert (grad.detach() - exact).abs().max() < bound  # ollivier_ricci's documented error
-    flow = ricci_flow(lengths, adj, iterations=4, alpha=0.3, **FLOW)
+    flow = ricci_flow(lengths, adj, iterations=4, alpha=0.3, method="sinkhorn", accuracy=None,
+                      **FLOW)
     grad_flow = ricci_flow(lengths.clone().requires_grad_(), adj, iterations=4, alpha=alpha,
                            **FLOW)
     assert torch.equal(grad_flow.adjacency, flow.adjacency)
