@@ -33,7 +33,10 @@ from train.pools import load_pool, take
 # the knobs learned on scifact by scripts/quality_learned.py (docs/learned_results.md)
 MOVED = {"learned_diffusion": {"damping": 0.795, "edge_power": 0.565, "teleport_power": 1.383,
                                "fusion": 0.308},
-         "learned_maniscope": {"alpha": 0.625, "length_scale": 1.629, "fusion": 0.490}}
+         "learned_maniscope": {"alpha": 0.625, "length_scale": 1.629, "fusion": 0.490},
+         # last epoch of the short scifact run (configs/train/learned_ricci.yaml, 3 x 5 steps)
+         "learned_ricci": {"alpha": 0.5693, "exp_power": 1.9097, "step": 0.8824, "eta": 1.0073,
+                           "length_power": 0.0853, "geometry_weight": 0.0765}}
 
 
 def batch_of(args):

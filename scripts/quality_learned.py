@@ -67,7 +67,7 @@ from train.tune import tune
 BEIR_METRICS = ("ndcg@10", "recall@10", "mrr@10")
 MULTIHOP_METRICS = ("recall@5", "recall@2", "ndcg@10", "mrr@10")
 ORDER = ("scifact", "cranfield", "cisi", "hotpotqa_dev500", "musique_qa100")
-GEOMETRIC = ("learned_diffusion", "learned_maniscope")
+GEOMETRIC = ("learned_diffusion", "learned_maniscope", "learned_ricci")
 
 
 def rerank(reranker, pool: Pool, batch_size: int = 256) -> dict[str, dict[str, float]]:

@@ -505,8 +505,17 @@ def ollivier_ricci(
     Returns
     -------
     torch.Tensor, shape (B, N, N)
-        Curvature on the edges (symmetric when undirected), 0 elsewhere.
+        Curvature on the edges (symmetric when undirected), 0 elsewhere. Differentiable in
+        ``lengths``, ``alpha`` and ``exp_power`` when one of them is a tensor that requires
+        grad (:mod:`georag.geometry.ricci_grad`).
     """
+    from georag.geometry import ricci_grad  # imports this module: import on call
+    if ricci_grad.wants_grad(lengths, alpha, exp_power):
+        return ricci_grad.ollivier_ricci(
+            lengths, adjacency, alpha=alpha, exp_power=exp_power, method=method,
+            epsilon=epsilon, max_iter=max_iter, tol=tol, transport_dtype=transport_dtype,
+            directed=directed, edge_mask=edge_mask)
+    alpha, exp_power = float(alpha), float(exp_power)  # tensors without grad
     _check_graph(lengths, adjacency, directed)
     _check_measure_options(alpha, exp_power, base, nbr_topk)
     _check_method(method)
@@ -648,7 +657,18 @@ def ricci_flow(
     Returns
     -------
     RicciFlowResult
+        Differentiable in ``lengths``, ``step``, ``alpha`` and ``exp_power`` when one of
+        them is a tensor that requires grad (:func:`georag.geometry.ricci_grad.ricci_flow`,
+        which can also checkpoint the steps).
     """
+    from georag.geometry import ricci_grad  # imports this module: import on call
+    if ricci_grad.wants_grad(lengths, step, alpha, exp_power):
+        return ricci_grad.ricci_flow(
+            lengths, adjacency, iterations=iterations, step=step, alpha=alpha,
+            exp_power=exp_power, normalize=normalize, delta=delta, method=method,
+            epsilon=epsilon, max_iter=max_iter, tol=tol, transport_dtype=transport_dtype,
+            history=history, base=base, nbr_topk=nbr_topk, restrict=restrict)
+    step, alpha, exp_power = float(step), float(alpha), float(exp_power)  # no grad
     _check_graph(lengths, adjacency)
     _check_measure_options(alpha, exp_power, base, nbr_topk)
     _check_method(method)

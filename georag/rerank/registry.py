@@ -45,6 +45,7 @@ _METHODS: dict[str, tuple[str, str, str | None]] = {
     "learned_maniscope": ("georag.rerank.learned_maniscope", "LearnedManiscope",
                           "LearnedManiscopeConfig"),
     "learned_map": ("georag.rerank.learned_map", "LearnedMap", "LearnedMapConfig"),
+    "learned_ricci": ("georag.rerank.learned_ricci", "LearnedRicci", "LearnedRicciConfig"),
 }
 
 

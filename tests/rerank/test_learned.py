@@ -11,7 +11,8 @@ from georag.models.knobs import EmbeddingMap, Interval, Positive
 from georag.rerank.learned_diffusion import LearnedDiffusionConfig, safe_power
 from georag.rerank.registry import make_method, make_reranker
 
-PAIRS = [("diffusion", "learned_diffusion"), ("maniscope", "learned_maniscope")]
+PAIRS = [("diffusion", "learned_diffusion"), ("maniscope", "learned_maniscope"),
+         ("ricci", "learned_ricci")]
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
@@ -35,11 +36,14 @@ def test_learned_map_untrained_is_the_cosine():
                                rtol=0)
 
 
-@pytest.mark.parametrize("learned", ["learned_diffusion", "learned_maniscope", "learned_map"])
+@pytest.mark.parametrize("learned", ["learned_diffusion", "learned_maniscope", "learned_map",
+                                     "learned_ricci"])
 def test_every_parameter_gets_a_finite_gradient(learned):
     batch = random_batch(np.random.default_rng(2), 4, 30, 8, dtype=torch.float64,
                          padded=[(1, 20)], unit=True, shuffle=True)
     options = {"dim": 8} if learned == "learned_map" else {"dim": 8, "embedding_map": True}
+    if learned == "learned_ricci":  # at length_power 0 the embeddings do not reach the flow
+        options["length_power"] = 0.5
     reranker = make_method(learned, options).double().train()
     scores, ranked = reranker.score(batch)
     target = torch.randn(scores.shape, dtype=torch.float64, generator=torch.Generator()
@@ -109,7 +113,8 @@ def test_embedding_map_starts_at_identity():
         EmbeddingMap(7)(torch.randn(3, 4))
 
 
-@pytest.mark.parametrize("learned", ["learned_diffusion", "learned_maniscope", "learned_map"])
+@pytest.mark.parametrize("learned", ["learned_diffusion", "learned_maniscope", "learned_map",
+                                     "learned_ricci"])
 def test_saved_weights_load_through_the_registry(tmp_path, learned):
     batch = random_batch(np.random.default_rng(4), 3, 30, 8, unit=True, shuffle=True)
     options = {"dim": 8} if learned == "learned_map" else {"dim": 8, "embedding_map": True}
