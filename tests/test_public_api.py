@@ -35,3 +35,14 @@ def test_python_dash_m_georag():
     bad = subprocess.run([sys.executable, "-m", "georag", "eval", "--top-m", "0"],
                          capture_output=True, text=True)
     assert bad.returncode == 2 and bad.stderr.startswith("georag: error:")
+
+
+def test_pool_rerankers_do_not_import_torch_geometric():
+    """The first diffusion or Maniscope call in a fresh process pays no torch_geometric import
+    (it takes seconds; only the sparse edge-list path of the diffusion kernel needs it)."""
+    code = ("import sys, numpy as np; from georag.eval.synthetic import random_batch; "
+            "from georag.rerank.registry import make_reranker; "
+            "batch = random_batch(np.random.default_rng(0), 2, 12, 8, unit=True); "
+            "[make_reranker(m)(batch) for m in ('diffusion', 'maniscope')]; "
+            "assert 'torch_geometric' not in sys.modules, 'imported torch_geometric'")
+    subprocess.run([sys.executable, "-c", code], check=True)

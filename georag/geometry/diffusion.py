@@ -40,7 +40,6 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import torch
-from torch_geometric.utils import coalesce, to_undirected
 
 __all__ = [
     "GRADIENTS",
@@ -610,6 +609,9 @@ def edge_index_to_csr(
             f"edge_weight must have shape ({edge_index.shape[1]},), got {tuple(edge_weight.shape)}"
         )
     _check_weights(edge_weight.to(dtype))
+    # imported here: torch_geometric takes seconds to import, and only this path needs it
+    from torch_geometric.utils import coalesce, to_undirected
+
     if undirected:
         edge_index, edge_weight = to_undirected(
             edge_index, edge_weight.to(dtype), num_nodes=num_nodes, reduce=reduce

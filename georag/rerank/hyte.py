@@ -129,8 +129,11 @@ class HyTERetriever:
         from georag.retrieval.lorentz_index import LorentzIndex, build_lorentz_index
 
         cfg = self.config
-        docs = {doc_id: f"{title} {text}".strip() if title else text
-                for doc_id, title, text in zip(corpus.doc_ids, corpus.titles, corpus.texts)}
+        joined = (f"{title} {text}".strip() for title, text in zip(corpus.titles, corpus.texts))
+        # a document with no text has no BM25 term, so it can never be retrieved: not indexed
+        docs = {doc_id: text for doc_id, text in zip(corpus.doc_ids, joined) if text}
+        if not docs:
+            raise ValueError("corpus: every document is empty; hyte has nothing to index")
         key = content_hash([*docs, *docs.values(), cfg.model, str(cfg.weights), str(cfg.k),
                             str(cfg.power), str(cfg.offset)])[:32]
         if corpus.cache_dir is None:

@@ -164,3 +164,20 @@ def test_document_points_are_cached_and_dropped_when_weights_change(reranker):
     finally:
         reranker.encoder.encode = encode
     reranker.clear_points()
+
+
+def test_retriever_skips_empty_documents(tmp_path):
+    """cranfield holds empty documents: they have no BM25 term, so they are not indexed
+    (they were a crash); a corpus of only empty documents is a one-line error."""
+    from georag.rerank.base import Corpus, QueryBatch
+    from georag.rerank.registry import make_reranker
+
+    texts = ["cats are small pets", "", "dogs bark at night", "   "]
+    corpus = Corpus([f"d{i}" for i in range(4)], [""] * 4, texts, torch.zeros(4, 4))
+    method = make_reranker("hyte").fit(corpus)
+    assert sorted(set(method.row_ids)) == ["d0", "d2"]
+    result = method.retrieve(QueryBatch(["q"], ["pets"], torch.zeros(1, 4)), top_k=5)
+    assert result.keep.any()
+    empty = Corpus(["a", "b"], ["", ""], ["", " "], torch.zeros(2, 4))
+    with pytest.raises(ValueError, match="corpus: every document is empty"):
+        make_reranker("hyte").fit(empty)
