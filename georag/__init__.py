@@ -25,12 +25,12 @@ __version__ = "0.2.0"
 
 # public name -> module that defines it
 _EXPORTS = {
-    "CandidateBatch": "georag.rerank.base",
-    "Corpus": "georag.rerank.base",
-    "QueryBatch": "georag.rerank.base",
-    "RerankResult": "georag.rerank.base",
+    "CandidateBatch": "georag.batch",
+    "Corpus": "georag.batch",
+    "QueryBatch": "georag.batch",
+    "RerankResult": "georag.batch",
     "Retriever": "georag.rerank.base",
-    "scores_to_run": "georag.rerank.base",
+    "scores_to_run": "georag.batch",
     "available_methods": "georag.rerank.registry",
     "make_reranker": "georag.rerank.registry",
     "config_class": "georag.rerank.registry",

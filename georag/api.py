@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import torch
 
-from georag.rerank.base import CandidateBatch, RerankResult
+from georag.batch import CandidateBatch, RerankResult
 from georag.rerank.registry import is_retriever, make_reranker
 from georag.resources import DEFAULT_MODEL
 from georag.retrieval.encoder import TextEncoder

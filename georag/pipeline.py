@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from georag.batch import CandidateBatch, RerankResult
 from georag.eval.metrics import Run
-from georag.rerank.base import CandidateBatch, Reranker, RerankResult
+from georag.rerank.base import Reranker
 from georag.rerank.pipeline import RerankPipeline
 from georag.retrieval.candidates import FirstStage
 

@@ -229,8 +229,8 @@ def build_inputs(data_dir: str | None, path: Path, corpus_methods: list[str]) ->
     children; each corpus method is fitted once so that its index is cached."""
     import torch
 
+    from georag.batch import Corpus, QueryBatch
     from georag.data.beir import load_beir
-    from georag.rerank.base import Corpus, QueryBatch
     from georag.rerank.registry import make_reranker
     from georag.resources import default_cache_dir
     from georag.retrieval.candidates import FirstStage, FirstStageConfig

@@ -24,11 +24,12 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from georag.batch import CandidateBatch
 from georag.data.beir import BeirDataset, load_beir
 from georag.eval.metrics import per_query
 from georag.eval.report import SIGNIFICANCE, markdown_table
 from georag.eval.stats import summarize
-from georag.rerank.base import CandidateBatch, IdentityReranker, Reranker
+from georag.rerank.base import IdentityReranker, Reranker
 from georag.rerank.diffusion import DiffusionConfig, DiffusionReranker
 from georag.rerank.maniscope import Maniscope, ManiscopeConfig
 from georag.retrieval.candidates import FirstStage, FirstStageConfig

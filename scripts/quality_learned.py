@@ -53,9 +53,10 @@ from lightning.pytorch.loggers import CSVLogger
 from scipy.stats import bootstrap, permutation_test
 from statsmodels.stats.multitest import multipletests
 
+from georag.batch import RerankResult
 from georag.data.datasets import MULTIHOP_FILES
 from georag.eval.metrics import per_query
-from georag.rerank.base import IdentityReranker, RerankResult
+from georag.rerank.base import IdentityReranker
 from georag.rerank.registry import make_method, make_reranker
 from georag.resources import DEFAULT_MODEL
 from georag.retrieval.encoder import TextEncoder

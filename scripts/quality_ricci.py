@@ -42,7 +42,7 @@ class BM25Stage:
         self.dataset = dataset
 
     def __call__(self, batch):
-        from georag.rerank.base import RerankResult
+        from georag.batch import RerankResult
 
         texts = [self.dataset.queries[q] for q in batch.query_ids]
         scores, indices = self.index.search(texts, len(self.doc_ids))

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import georag
-from georag.rerank.base import CandidateBatch
+from georag.batch import CandidateBatch
 from georag.rerank.registry import make_reranker
 
 

@@ -14,9 +14,9 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from georag.batch import CandidateBatch
 from georag.data.beir import BeirDataset
 from georag.data.datasets import load_dataset
-from georag.rerank.base import CandidateBatch
 from georag.resources import DEFAULT_MODEL
 from georag.retrieval.candidates import FirstStage, FirstStageConfig
 from georag.retrieval.encoder import TextEncoder

@@ -26,9 +26,10 @@ except ImportError as err:  # pragma: no cover - depends on the installed extras
     raise ImportError("georag.eval.batch_predict needs Lightning: pip install 'georag[train]'"
                       ) from err
 
+from georag.batch import CandidateBatch
 from georag.data.beir import BeirDataset
 from georag.eval.trec import read_run, write_run, write_run_text
-from georag.rerank.base import CandidateBatch, Reranker
+from georag.rerank.base import Reranker
 from georag.resources import DEFAULT_MODEL
 from georag.retrieval.candidates import corpus_embeddings
 from georag.retrieval.encoder import TextEncoder

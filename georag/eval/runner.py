@@ -9,6 +9,7 @@ from pathlib import Path
 import torch
 from tqdm.auto import tqdm
 
+from georag.batch import CandidateBatch, Corpus, QueryBatch, RerankResult, scores_to_run
 from georag.config import config_from_mapping, read_yaml
 from georag.data.beir import BeirDataset
 from georag.data.datasets import load_dataset
@@ -16,14 +17,7 @@ from georag.eval.metrics import per_query
 from georag.eval.stats import annotate
 from georag.eval.timing import median_single_ms, timed
 from georag.eval.trec import write_run
-from georag.rerank.base import (
-    CandidateBatch,
-    Corpus,
-    QueryBatch,
-    Reranker,
-    RerankResult,
-    scores_to_run,
-)
+from georag.rerank.base import Reranker
 from georag.rerank.registry import config_class, is_retriever, make_reranker
 from georag.resources import DEFAULT_MODEL, default_cache_dir
 from georag.retrieval.candidates import FirstStage, FirstStageConfig

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from georag.rerank.base import CandidateBatch
+from georag.batch import CandidateBatch
 
 __all__ = ["random_batch", "top_pool", "unit_rows", "clustered_unit_rows", "random_graphs"]
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import torch
 
 from georag._io import safe_extract, temp_folder
-from georag.rerank.base import CandidateBatch, RerankResult
+from georag.batch import CandidateBatch, RerankResult
 
 __all__ = ["BiEncoderConfig", "BiEncoderReranker", "mpnet_from_pypi_parts"]
 

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import torch
 
-from georag.rerank.base import CandidateBatch, RerankResult
+from georag.batch import CandidateBatch, RerankResult
 from georag.resources import resolve_model_path
 from georag.retrieval.encoder import default_device
 

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 import torch
 
+from georag.batch import CandidateBatch, RerankResult
 from georag.geometry.diffusion import personalized_pagerank
-from georag.rerank.base import CandidateBatch, RerankResult
 from georag.rerank.pipeline import top_k_mask
 
 __all__ = ["DiffusionConfig", "DiffusionReranker", "cosine_gram", "top_m_mask"]

@@ -23,9 +23,9 @@ from pathlib import Path
 
 import torch
 
+from georag.batch import CandidateBatch, Corpus, QueryBatch, RerankResult
 from georag.geometry.hyperbolic import hybrid_scores
 from georag.models.hyte import HyTEConfig
-from georag.rerank.base import CandidateBatch, Corpus, QueryBatch, RerankResult
 from georag.rerank.diffusion import top_m_mask
 from georag.retrieval.cache import content_hash
 

@@ -32,10 +32,10 @@ from pathlib import Path
 
 import torch
 
+from georag.batch import Corpus, QueryBatch, RerankResult, scores_to_run
 from georag.geometry.cheeger import local_cheeger_ratio, prune_edges, pruning_scores
 from georag.geometry.diffusion import personalized_pagerank
 from georag.models.poincare import PoincareHead, fixed_projection
-from georag.rerank.base import Corpus, QueryBatch, RerankResult, scores_to_run
 from georag.retrieval.passage_graph import PassageGraph, build_passage_graph
 
 __all__ = ["IsoRagConfig", "IsoRag", "IsoRagOutput", "IsoRagTrace", "GlobalPPR",

@@ -34,7 +34,7 @@ import torch
 from torch import nn
 
 from georag._io import ArtifactError, load_torch, save_torch, sha256_file
-from georag.rerank.base import CandidateBatch, RerankResult
+from georag.batch import CandidateBatch, RerankResult
 
 __all__ = ["LearnableReranker", "WEIGHTS_FORMAT", "load_weights"]
 

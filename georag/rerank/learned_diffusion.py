@@ -25,9 +25,9 @@ from dataclasses import dataclass
 
 import torch
 
+from georag.batch import CandidateBatch
 from georag.geometry.diffusion import personalized_pagerank
 from georag.models.knobs import EmbeddingMap, Interval, Positive, Real
-from georag.rerank.base import CandidateBatch
 from georag.rerank.diffusion import top_m_mask
 from georag.rerank.learned import LearnableReranker
 from georag.rerank.pipeline import top_k_mask

@@ -24,9 +24,9 @@ from dataclasses import dataclass
 
 import torch
 
+from georag.batch import CandidateBatch
 from georag.geometry.graphs import knn_graph, single_source_shortest_paths
 from georag.models.knobs import EmbeddingMap, Interval, Positive, Real
-from georag.rerank.base import CandidateBatch
 from georag.rerank.diffusion import top_m_mask
 from georag.rerank.learned import LearnableReranker
 

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 
 import torch
 
+from georag.batch import CandidateBatch
 from georag.models.knobs import EmbeddingMap, Real
-from georag.rerank.base import CandidateBatch
 from georag.rerank.learned import LearnableReranker
 
 __all__ = ["LearnedMapConfig", "LearnedMap"]

@@ -42,10 +42,10 @@ from dataclasses import dataclass
 
 import torch
 
+from georag.batch import CandidateBatch
 from georag.geometry.graphs import cosine_dissimilarity, threshold_graph
 from georag.geometry.ricci import CURVATURE_METHODS, RicciConvergenceWarning, ricci_flow
 from georag.models.knobs import EmbeddingMap, Interval, Positive, Real
-from georag.rerank.base import CandidateBatch
 from georag.rerank.learned import LearnableReranker
 from georag.rerank.ricci_filtration import RicciFiltrationConfig
 

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 import torch
 
+from georag.batch import CandidateBatch, RerankResult
 from georag.geometry.graphs import knn_graph, single_source_shortest_paths
-from georag.rerank.base import CandidateBatch, RerankResult
 from georag.rerank.diffusion import top_m_mask
 
 __all__ = ["ManiscopeConfig", "Maniscope"]

@@ -6,7 +6,8 @@ from collections.abc import Sequence
 
 import torch
 
-from georag.rerank.base import CandidateBatch, Reranker, RerankResult
+from georag.batch import CandidateBatch, RerankResult
+from georag.rerank.base import Reranker
 
 __all__ = ["RerankPipeline", "top_k_mask"]
 

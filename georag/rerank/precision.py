@@ -13,7 +13,8 @@ from dataclasses import replace
 
 import torch
 
-from georag.rerank.base import CandidateBatch, Reranker, RerankResult
+from georag.batch import CandidateBatch, RerankResult
+from georag.rerank.base import Reranker
 
 __all__ = ["Float32Compute", "HALF_DTYPES"]
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 import torch
 
+from georag.batch import CandidateBatch, RerankResult
 from georag.geometry.graphs import cosine_dissimilarity, threshold_graph
 from georag.geometry.ricci import (
     CURVATURE_METHODS,
@@ -28,7 +29,6 @@ from georag.geometry.ricci import (
     RicciFlowResult,
     ricci_flow,
 )
-from georag.rerank.base import CandidateBatch, RerankResult
 
 __all__ = ["RicciFiltrationConfig", "RicciFiltration", "RicciFiltrationOutput", "query_graphs"]
 

@@ -7,9 +7,9 @@ from dataclasses import dataclass
 
 import torch
 
+from georag.batch import CandidateBatch
 from georag.data.beir import BeirDataset
 from georag.data.chunking import Chunks, chunk_documents
-from georag.rerank.base import CandidateBatch
 from georag.resources import default_cache_dir
 from georag.retrieval.bm25 import BM25Index
 from georag.retrieval.cache import EmbeddingCache

@@ -3,7 +3,8 @@ import math
 import pytest
 import torch
 
-from georag.rerank.base import CandidateBatch, IdentityReranker, Reranker, RerankResult
+from georag.batch import CandidateBatch, RerankResult
+from georag.rerank.base import IdentityReranker, Reranker
 from georag.rerank.pipeline import RerankPipeline, top_k_mask
 from georag.rerank.registry import available_methods, make_reranker
 

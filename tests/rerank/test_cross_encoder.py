@@ -2,7 +2,7 @@ import pytest
 import torch
 from transformers import BertConfig, BertForSequenceClassification, BertTokenizerFast
 
-from georag.rerank.base import CandidateBatch
+from georag.batch import CandidateBatch
 from georag.rerank.cross_encoder import CrossEncoderConfig, CrossEncoderReranker
 from georag.resources import resolve_model_path
 

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 import torch
 
+from georag.batch import CandidateBatch
 from georag.eval.references import networkx_diffusion
 from georag.eval.synthetic import random_batch, top_pool
-from georag.rerank.base import CandidateBatch
 from georag.rerank.diffusion import DiffusionConfig, DiffusionReranker
 
 

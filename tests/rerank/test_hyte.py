@@ -5,9 +5,10 @@ from __future__ import annotations
 import pytest
 import torch
 
+from georag.batch import CandidateBatch
 from georag.geometry.hyperbolic import add_time, hybrid_scores, lorentz_inner
 from georag.models.hyte import HyTEEncoder
-from georag.rerank.base import CandidateBatch, Reranker
+from georag.rerank.base import Reranker
 from georag.rerank.hyte import HyTEConfig, HyTEReranker
 
 
@@ -111,7 +112,7 @@ def test_reranker_on_a_candidate_batch(reranker):
 def test_retriever_is_bm25_top_m_then_lorentz(tmp_path):
     """``hyte`` as the paper runs it: BM25 top-M over the corpus, then the hybrid score; the
     same ranking as the persistent Lorentz index searched directly."""
-    from georag.rerank.base import Corpus, QueryBatch
+    from georag.batch import Corpus, QueryBatch
     from georag.rerank.registry import is_retriever, make_reranker
     from georag.retrieval.lorentz_index import LorentzIndex
 
@@ -169,7 +170,7 @@ def test_document_points_are_cached_and_dropped_when_weights_change(reranker):
 def test_retriever_skips_empty_documents(tmp_path):
     """cranfield holds empty documents: they have no BM25 term, so they are not indexed
     (they were a crash); a corpus of only empty documents is a one-line error."""
-    from georag.rerank.base import Corpus, QueryBatch
+    from georag.batch import Corpus, QueryBatch
     from georag.rerank.registry import make_reranker
 
     texts = ["cats are small pets", "", "dogs bark at night", "   "]

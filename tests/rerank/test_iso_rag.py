@@ -175,7 +175,7 @@ def test_dense_baseline_and_run(corpus):
 def test_the_retriever_contract(corpus, name, tmp_path):
     """Built from the registry as cls(config), fitted on a Corpus, ranking every corpus row:
     the same passages and order as the tensor-level search."""
-    from georag.rerank.base import Corpus, QueryBatch
+    from georag.batch import Corpus, QueryBatch
     from georag.rerank.registry import is_retriever, make_reranker
 
     emb, graph, radius, queries = corpus

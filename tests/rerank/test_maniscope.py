@@ -8,9 +8,9 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from georag.batch import CandidateBatch
 from georag.eval.references import networkx_maniscope
 from georag.eval.synthetic import random_batch, top_pool
-from georag.rerank.base import CandidateBatch
 from georag.rerank.maniscope import Maniscope, ManiscopeConfig
 
 

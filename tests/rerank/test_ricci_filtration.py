@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 import torch
 
+from georag.batch import CandidateBatch
 from georag.geometry.graphs import cosine_dissimilarity, threshold_graph
 from georag.geometry.ricci import ricci_flow
-from georag.rerank.base import CandidateBatch
 from georag.rerank.bi_encoder import BiEncoderConfig, BiEncoderReranker, mpnet_from_pypi_parts
 from georag.rerank.pipeline import RerankPipeline
 from georag.rerank.ricci_filtration import RicciFiltration, RicciFiltrationConfig
@@ -159,7 +159,7 @@ class _Recorder:
         self.seen: torch.Tensor | None = None
 
     def __call__(self, batch: CandidateBatch):
-        from georag.rerank.base import RerankResult
+        from georag.batch import RerankResult
 
         self.seen = batch.mask.clone()
         return RerankResult.from_scores(-batch.scores, batch.mask.clone())

@@ -73,8 +73,8 @@ def test_bad_config():
 
 
 def test_retrieval_pipeline_end_to_end(demo, encoder, embedding_cache_dir):
+    from georag.batch import RerankResult
     from georag.pipeline import RetrievalPipeline
-    from georag.rerank.base import RerankResult
 
     class KeepEven:
         name = "even"

@@ -13,9 +13,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_hyte_train import _history  # same folder (rootdir-relative import)
 
+from georag.batch import RerankResult
 from georag.eval.metrics import per_query
 from georag.eval.synthetic import random_batch
-from georag.rerank.base import RerankResult
 from georag.rerank.registry import make_method
 from train.learned_data import LearnedPoolData, split_rows
 from train.learned_module import LearnedRerankerModule

@@ -1,0 +1,119 @@
+"""Layers that hold: no module of georag imports one from a layer above its own.
+
+The order (docs/architecture.md), bottom to top::
+
+    batch, config, _io, resources      (bottom: importable from anywhere; import only each other)
+    geometry                           (imports nothing of georag)
+    models -> data -> retrieval -> rerank -> eval -> api, pipeline, integrations, cli
+                                                                (and train/, scripts/)
+
+Every ``import`` statement counts, including the lazy ones inside functions.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+BOTTOM = {"batch", "config", "_io", "resources"}
+LAYERS = ["geometry", "models", "data", "retrieval", "rerank", "eval",
+          "api", "pipeline", "integrations", "cli", "__main__"]
+TOP = LAYERS.index("api")  # api, pipeline, integrations, cli and __main__ share the top layer
+
+
+def _layer(module: str, package: str) -> int | None:
+    """-1 for the bottom modules, the index in LAYERS otherwise; None outside ``package``."""
+    parts = module.split(".")
+    if parts[0] != package:
+        return None
+    if len(parts) == 1:
+        return len(LAYERS)  # the package itself: its __init__ only re-exports lazily
+    head = parts[1]
+    if head in BOTTOM:
+        return -1
+    if head not in LAYERS:
+        raise AssertionError(f"{module}: not placed in a layer (add it to LAYERS or BOTTOM)")
+    return min(LAYERS.index(head), TOP)
+
+
+def _imports(path: Path, module: str) -> list[tuple[int, str]]:
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, alias.name) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:  # relative import: resolve against this module's package
+                base = module.split(".")[: -node.level]
+                name = ".".join(base + ([node.module] if node.module else []))
+            else:
+                name = node.module or ""
+            found.append((node.lineno, name))
+    return found
+
+
+def upward_imports(src: Path, package: str) -> list[str]:
+    """Every import in ``src/package`` of a module from a higher layer, as ``file:line``."""
+    bad = []
+    for path in sorted((src / package).rglob("*.py")):
+        rel = path.relative_to(src).with_suffix("")
+        parts = list(rel.parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        module = ".".join(parts)
+        own = _layer(module, package)
+        for lineno, target in _imports(path, module):
+            theirs = _layer(target, package)
+            if theirs is None or own is None or theirs == len(LAYERS):
+                continue
+            geometry_leak = own == LAYERS.index("geometry") and theirs != own
+            bottom_leak = own == -1 and theirs != -1
+            if theirs > own or geometry_leak or bottom_leak:
+                bad.append(f"{path.relative_to(src)}:{lineno} imports {target}")
+    return bad
+
+
+def test_georag_layers_hold():
+    assert upward_imports(ROOT, "georag") == []
+
+
+def test_train_uses_only_the_public_layers():
+    """train/ sits at the top: it may import any of georag, and georag never imports it."""
+    offenders = [f"{p.relative_to(ROOT)}:{line}"
+                 for p in sorted((ROOT / "georag").rglob("*.py"))
+                 for line, name in _imports(p, "georag") if name.split(".")[0] == "train"]
+    assert offenders == []
+
+
+def test_the_check_catches_a_wrong_import(tmp_path):
+    """A fixture package with one upward import (retrieval -> rerank), one from geometry to
+    models, one lazy one inside a function and one relative one: all four are reported."""
+    pkg = tmp_path / "fakepkg"
+    for sub in ("geometry", "models", "retrieval", "rerank"):
+        (pkg / sub).mkdir(parents=True)
+        (pkg / sub / "__init__.py").write_text("")
+    (pkg / "__init__.py").write_text("")
+    (pkg / "batch.py").write_text("X = 1\n")
+    (pkg / "geometry" / "ops.py").write_text("from fakepkg.models import net\n")
+    (pkg / "models" / "net.py").write_text(
+        "from fakepkg.geometry import ops\nimport fakepkg.batch\n")
+    (pkg / "retrieval" / "index.py").write_text(
+        "import torch\nfrom fakepkg.rerank.base import X\n\n"
+        "def f():\n    from fakepkg.rerank import base\n    return base\n")
+    (pkg / "retrieval" / "rel.py").write_text("from ..rerank.base import X\n")
+    (pkg / "rerank" / "base.py").write_text("from fakepkg.retrieval import index\nX = 1\n")
+    bad = upward_imports(tmp_path, "fakepkg")
+    assert bad == [
+        "fakepkg/geometry/ops.py:1 imports fakepkg.models",
+        "fakepkg/retrieval/index.py:2 imports fakepkg.rerank.base",
+        "fakepkg/retrieval/index.py:5 imports fakepkg.rerank",
+        "fakepkg/retrieval/rel.py:1 imports fakepkg.rerank.base",
+    ]
+    (pkg / "odd").mkdir()
+    (pkg / "odd" / "x.py").write_text("import fakepkg.batch\n")
+    with pytest.raises(AssertionError, match="not placed in a layer"):
+        upward_imports(tmp_path, "fakepkg")
