@@ -28,6 +28,7 @@ test-all: venv peers
 
 lint: venv
 	$(BIN)/ruff check georag train tests scripts
+	$(BIN)/ruff format --check georag train tests scripts
 
 clean:
 	rm -rf $(VENV) build *.egg-info

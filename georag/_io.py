@@ -228,8 +228,7 @@ def dump_manifest(meta: Mapping) -> bytes:
     return _canonical({**body, "manifest_sha256": hashlib.sha256(_canonical(body)).hexdigest()})
 
 
-def load_manifest(blob: bytes, *, where: str | os.PathLike, format: str,
-                  version: int = 1) -> dict:
+def load_manifest(blob: bytes, *, where: str | os.PathLike, format: str, version: int = 1) -> dict:
     """Parse a :func:`dump_manifest` blob; any changed byte, format or newer version is an error.
 
     Raises
@@ -251,8 +250,9 @@ def load_manifest(blob: bytes, *, where: str | os.PathLike, format: str,
     if not intact:
         raise ArtifactError(f"{where}: manifest checksum mismatch (corrupt file)")
     if not isinstance(meta.get("version"), int) or meta["version"] > version:
-        raise ArtifactError(f"{where}: format version {meta.get('version')!r}, this georag "
-                            f"reads up to {version}")
+        raise ArtifactError(
+            f"{where}: format version {meta.get('version')!r}, this georag reads up to {version}"
+        )
     return meta
 
 
@@ -275,8 +275,13 @@ def seal(payload: bytes, *, format: str, version: int, **extra: object) -> bytes
     readable by ``torch.load`` and ``np.load``); anything else gets a trailer
     ``<json> <length: 8 bytes> GEORAGM1``.
     """
-    meta = {"format": format, "version": version, "size": len(payload),
-            "sha256": hashlib.sha256(payload).hexdigest(), **extra}
+    meta = {
+        "format": format,
+        "version": version,
+        "size": len(payload),
+        "sha256": hashlib.sha256(payload).hexdigest(),
+        **extra,
+    }
     text = dump_manifest(meta)
     at = _eocd(payload)
     if at is not None and at + 22 == len(payload):
@@ -285,8 +290,9 @@ def seal(payload: bytes, *, format: str, version: int, **extra: object) -> bytes
     return payload + text + struct.pack("<Q", len(text)) + _TRAILER_MAGIC
 
 
-def unseal(blob: bytes, *, where: str | os.PathLike, format: str,
-           version: int = 1) -> tuple[bytes, dict]:
+def unseal(
+    blob: bytes, *, where: str | os.PathLike, format: str, version: int = 1
+) -> tuple[bytes, dict]:
     """Check a :func:`seal`-ed blob; return ``(payload, manifest)``.
 
     Raises
@@ -308,8 +314,10 @@ def unseal(blob: bytes, *, where: str | os.PathLike, format: str,
     if meta_text is None or payload is None:
         raise ArtifactError(f"{where}: no georag manifest (truncated, or not written by georag)")
     meta = load_manifest(meta_text, where=where, format=format, version=version)
-    if meta.get("size") != len(payload) or \
-            meta.get("sha256") != hashlib.sha256(payload).hexdigest():
+    if (
+        meta.get("size") != len(payload)
+        or meta.get("sha256") != hashlib.sha256(payload).hexdigest()
+    ):
         raise ArtifactError(f"{where}: checksum mismatch (corrupt or truncated file)")
     return payload, meta
 
@@ -351,8 +359,9 @@ def _exchange(a: Path, b: Path) -> bool:
 
 
 @contextlib.contextmanager
-def atomic_folder(target: str | os.PathLike, *, format: str, version: int = 1,
-                  **extra: object) -> Iterator[Path]:
+def atomic_folder(
+    target: str | os.PathLike, *, format: str, version: int = 1, **extra: object
+) -> Iterator[Path]:
     """Build a folder artifact in a temporary folder, then swap it into place whole.
 
     Yields the temporary folder; when the block ends without error, ``manifest.json``
@@ -389,8 +398,9 @@ def atomic_folder(target: str | os.PathLike, *, format: str, version: int = 1,
         raise
 
 
-def check_folder(folder: str | os.PathLike, *, format: str, version: int = 1,
-                 verify: bool = True) -> dict:
+def check_folder(
+    folder: str | os.PathLike, *, format: str, version: int = 1, verify: bool = True
+) -> dict:
     """Read and check ``folder/manifest.json``; return it.
 
     Every listed file must exist with its size and (``verify``) its SHA-256.
@@ -414,8 +424,10 @@ def check_folder(folder: str | os.PathLike, *, format: str, version: int = 1,
         if not isinstance(entry, dict) or ".." in Path(rel).parts or not file.is_file():
             raise ArtifactError(f"{file}: missing (listed in {path})")
         if file.stat().st_size != entry.get("size"):
-            raise ArtifactError(f"{file}: {file.stat().st_size} bytes, the manifest says "
-                                f"{entry.get('size')} (truncated or overwritten)")
+            raise ArtifactError(
+                f"{file}: {file.stat().st_size} bytes, the manifest says "
+                f"{entry.get('size')} (truncated or overwritten)"
+            )
         if verify and sha256_file(file) != entry.get("sha256"):
             raise ArtifactError(f"{file}: checksum mismatch (corrupt file)")
     return manifest
@@ -439,8 +451,14 @@ def _roll_forward(folder: Path, manifest: str) -> None:
     _fsync_dir(folder)
 
 
-def write_file_set(folder: str | os.PathLike, files: Mapping[str, bytes | str], *,
-                   manifest: str, format: str, version: int = 1) -> None:
+def write_file_set(
+    folder: str | os.PathLike,
+    files: Mapping[str, bytes | str],
+    *,
+    manifest: str,
+    format: str,
+    version: int = 1,
+) -> None:
     """Replace several files of ``folder`` as one set, with ``manifest`` written last.
 
     The set is staged in a temporary folder and committed by one rename to
@@ -473,8 +491,9 @@ def write_file_set(folder: str | os.PathLike, files: Mapping[str, bytes | str], 
     _roll_forward(folder, manifest)
 
 
-def read_file_set(folder: str | os.PathLike, *, manifest: str, format: str,
-                  version: int = 1) -> dict[str, bytes]:
+def read_file_set(
+    folder: str | os.PathLike, *, manifest: str, format: str, version: int = 1
+) -> dict[str, bytes]:
     """Read and check the set that :func:`write_file_set` wrote; ``{name: bytes}``.
 
     Raises
@@ -497,18 +516,26 @@ def read_file_set(folder: str | os.PathLike, *, manifest: str, format: str,
         if "/" in str(name) or not file.is_file() or not isinstance(entry, dict):
             raise ArtifactError(f"{file}: missing (listed in {path})")
         blob = file.read_bytes()
-        if len(blob) != entry.get("size") or \
-                hashlib.sha256(blob).hexdigest() != entry.get("sha256"):
-            raise ArtifactError(f"{file}: checksum mismatch with {path} (corrupt file, or "
-                                "changed after georag wrote it)")
+        if len(blob) != entry.get("size") or hashlib.sha256(blob).hexdigest() != entry.get(
+            "sha256"
+        ):
+            raise ArtifactError(
+                f"{file}: checksum mismatch with {path} (corrupt file, or "
+                "changed after georag wrote it)"
+            )
         out[name] = blob
     return out
 
 
 # ---------------------------------------------------------------------------- zip archives
-def safe_extract(archive: str | os.PathLike, dest: str | os.PathLike, *,
-                 max_total_bytes: int = 32 << 30, max_entries: int = 200_000,
-                 max_ratio: float = 200.0) -> Path:
+def safe_extract(
+    archive: str | os.PathLike,
+    dest: str | os.PathLike,
+    *,
+    max_total_bytes: int = 32 << 30,
+    max_entries: int = 200_000,
+    max_ratio: float = 200.0,
+) -> Path:
     """Extract a zip into ``dest`` with limits; return ``dest``.
 
     Refuses (``ValueError`` naming the archive and the entry) absolute paths, ``..``,
@@ -532,8 +559,11 @@ def safe_extract(archive: str | os.PathLike, dest: str | os.PathLike, *,
         files, folders = set(), set()
         for info in infos:
             parts = Path(info.filename).parts
-            if info.filename.startswith(("/", "\\")) or ".." in parts or \
-                    (parts and ":" in parts[0]):
+            if (
+                info.filename.startswith(("/", "\\"))
+                or ".." in parts
+                or (parts and ":" in parts[0])
+            ):
                 raise ValueError(f"{where}: entry {info.filename!r} points outside the folder")
             if stat.S_ISLNK(info.external_attr >> 16):
                 raise ValueError(f"{where}: entry {info.filename!r} is a symbolic link")
@@ -544,13 +574,17 @@ def safe_extract(archive: str | os.PathLike, dest: str | os.PathLike, *,
             raise ValueError(f"{where}: entry {clash[0]!r} is both a file and a folder")
         for info in infos:
             if info.file_size > 1 << 20 and info.file_size > max_ratio * max(info.compress_size, 1):
-                raise ValueError(f"{where}: entry {info.filename!r} would inflate "
-                                 f"{info.file_size / max(info.compress_size, 1):.0f}x, more than "
-                                 f"{max_ratio:g}x (a zip bomb?)")
+                raise ValueError(
+                    f"{where}: entry {info.filename!r} would inflate "
+                    f"{info.file_size / max(info.compress_size, 1):.0f}x, more than "
+                    f"{max_ratio:g}x (a zip bomb?)"
+                )
         declared = sum(info.file_size for info in infos)
         if declared > max_total_bytes:
-            raise ValueError(f"{where}: would inflate to {declared} bytes, the limit is "
-                             f"{max_total_bytes} (max_total_bytes)")
+            raise ValueError(
+                f"{where}: would inflate to {declared} bytes, the limit is "
+                f"{max_total_bytes} (max_total_bytes)"
+            )
         for info in infos:
             out = dest.joinpath(*Path(info.filename).parts)
             if info.is_dir():
@@ -564,12 +598,15 @@ def safe_extract(archive: str | os.PathLike, dest: str | os.PathLike, *,
                         written += len(block)
                         total += len(block)
                         if total > max_total_bytes:
-                            raise ValueError(f"{where}: inflates past {max_total_bytes} bytes "
-                                             "(limit max_total_bytes)")
+                            raise ValueError(
+                                f"{where}: inflates past {max_total_bytes} bytes "
+                                "(limit max_total_bytes)"
+                            )
                         if written > 1 << 20 and written > max_ratio * max(info.compress_size, 1):
                             raise ValueError(
                                 f"{where}: entry {info.filename!r} inflates more than "
-                                f"{max_ratio:g}x (a zip bomb?)")
+                                f"{max_ratio:g}x (a zip bomb?)"
+                            )
                         sink.write(block)
             except (zipfile.BadZipFile, EOFError, zlib.error) as err:
                 out.unlink(missing_ok=True)
@@ -623,9 +660,18 @@ def load_torch(path: str | os.PathLike, *, format: str, version: int = 1) -> obj
     try:
         return torch.load(io.BytesIO(payload), map_location="cpu", weights_only=True)
     except pickle.UnpicklingError:
-        raise ArtifactError(f"{path}: not a loadable {format} file (it holds objects other "
-                            "than tensors and plain containers; refused)") from None
-    except (RuntimeError, EOFError, ValueError, KeyError,
-            AttributeError, TypeError, zipfile.BadZipFile) as err:
+        raise ArtifactError(
+            f"{path}: not a loadable {format} file (it holds objects other "
+            "than tensors and plain containers; refused)"
+        ) from None
+    except (
+        RuntimeError,
+        EOFError,
+        ValueError,
+        KeyError,
+        AttributeError,
+        TypeError,
+        zipfile.BadZipFile,
+    ) as err:
         reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise ArtifactError(f"{path}: not a loadable {format} file ({reason[:200]})") from None

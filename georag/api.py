@@ -164,9 +164,7 @@ class Reranker:
         if isinstance(docs_lists, str) or not isinstance(docs_lists, Sequence):
             raise ValueError("docs_lists: expected one list of documents per query")
         if len(docs_lists) != len(queries):
-            raise ValueError(
-                f"docs_lists: {len(docs_lists)} lists for {len(queries)} queries"
-            )
+            raise ValueError(f"docs_lists: {len(docs_lists)} lists for {len(queries)} queries")
         for i, query in enumerate(queries):
             if not isinstance(query, str) or not query.strip():
                 raise ValueError(f"queries[{i}]: expected a non-empty string")

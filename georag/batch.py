@@ -216,8 +216,9 @@ def scores_to_run(
         Keep at most this many rows per query.
     """
     if scores.shape != keep.shape or scores.dim() != 2:
-        raise ValueError(f"scores {tuple(scores.shape)} and keep {tuple(keep.shape)} must be "
-                         "equal (B, R) shapes")
+        raise ValueError(
+            f"scores {tuple(scores.shape)} and keep {tuple(keep.shape)} must be equal (B, R) shapes"
+        )
     if len(query_ids) != scores.shape[0]:
         raise ValueError(f"query_ids has {len(query_ids)} ids for {scores.shape[0]} rows")
     shared = not doc_ids or isinstance(doc_ids[0], str)
@@ -258,8 +259,10 @@ class QueryBatch:
 
     def __post_init__(self) -> None:
         if self.embeddings.dim() != 2 or self.embeddings.shape[0] != len(self.ids):
-            raise ValueError(f"embeddings must have shape ({len(self.ids)}, D), got "
-                             f"{tuple(self.embeddings.shape)}")
+            raise ValueError(
+                f"embeddings must have shape ({len(self.ids)}, D), got "
+                f"{tuple(self.embeddings.shape)}"
+            )
         if len(self.texts) != len(self.ids):
             raise ValueError(f"texts must have {len(self.ids)} entries, got {len(self.texts)}")
         _check_finite("embeddings", self.embeddings)
@@ -267,8 +270,11 @@ class QueryBatch:
     def slice(self, start: int, stop: int) -> QueryBatch:
         """Return queries ``start:stop`` (not re-checked: a slice of a checked batch)."""
         new = object.__new__(type(self))
-        for name, value in (("ids", self.ids[start:stop]), ("texts", self.texts[start:stop]),
-                            ("embeddings", self.embeddings[start:stop])):
+        for name, value in (
+            ("ids", self.ids[start:stop]),
+            ("texts", self.texts[start:stop]),
+            ("embeddings", self.embeddings[start:stop]),
+        ):
             object.__setattr__(new, name, value)
         return new
 
@@ -297,9 +303,12 @@ class Corpus:
         if n == 0:
             raise ValueError("doc_ids: the corpus is empty")
         if len(self.titles) != n or len(self.texts) != n:
-            raise ValueError(f"doc_ids ({n}), titles ({len(self.titles)}) and texts "
-                             f"({len(self.texts)}) must have one entry per passage")
+            raise ValueError(
+                f"doc_ids ({n}), titles ({len(self.titles)}) and texts "
+                f"({len(self.texts)}) must have one entry per passage"
+            )
         if self.embeddings.dim() != 2 or self.embeddings.shape[0] != n:
-            raise ValueError(f"embeddings must have shape ({n}, D), got "
-                             f"{tuple(self.embeddings.shape)}")
+            raise ValueError(
+                f"embeddings must have shape ({n}, D), got {tuple(self.embeddings.shape)}"
+            )
         _check_finite("embeddings", self.embeddings)

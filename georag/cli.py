@@ -112,7 +112,10 @@ def _build_parser() -> argparse.ArgumentParser:
     sweep.add_argument("--data-dir", help="where data set names resolve")
     sweep.add_argument("--method", required=True, help="method spec (e.g. ricci, maniscope)")
     sweep.add_argument(
-        "--grid", required=True, nargs="+", metavar="KEY=V1,V2",
+        "--grid",
+        required=True,
+        nargs="+",
+        metavar="KEY=V1,V2",
         help="knob values (STAGE.KEY=... for a '+' pipeline), e.g. quantile=0.25,0.5,0.75",
     )
     sweep.add_argument("--top-m", type=_positive, default=100, help="pool size (default 100)")
@@ -204,9 +207,11 @@ def _notes(rows: list[dict]) -> str:
 
     notes = [LEGEND]
     if any("hyte" in str(row.get("method", "")).split("+") for row in rows):
-        notes.append("hyte: unless its `weights` option names a trained projection, the HyTE-H "
-                     "projection is untrained (seed 0), so the row says little about the method "
-                     "(train one: python -m train fit --config configs/train/hyte_h.yaml).")
+        notes.append(
+            "hyte: unless its `weights` option names a trained projection, the HyTE-H "
+            "projection is untrained (seed 0), so the row says little about the method "
+            "(train one: python -m train fit --config configs/train/hyte_h.yaml)."
+        )
     return "\n".join(notes)
 
 
@@ -234,9 +239,13 @@ def _cmd_sweep(args: argparse.Namespace) -> None:
     from georag.eval.sweep import SweepConfig, columns, parse_grid, run_sweep
 
     config = SweepConfig(
-        dataset=args.dataset, data_dir=args.data_dir, method=args.method,
-        grid=parse_grid(args.method, args.grid), top_m=args.top_m,
-        max_queries=args.max_queries, out=args.out,
+        dataset=args.dataset,
+        data_dir=args.data_dir,
+        method=args.method,
+        grid=parse_grid(args.method, args.grid),
+        top_m=args.top_m,
+        max_queries=args.max_queries,
+        out=args.out,
     )
     rows = run_sweep(config)
     out = Path(config.out)
@@ -305,9 +314,11 @@ def _cmd_search(args: argparse.Namespace) -> None:
         index = LorentzIndex.load(args.index)
         alpha = index.config.alpha if args.alpha is None else args.alpha
         scores, rows = index.search([query], k=args.k, alpha=alpha)
-        print(f"Lorentz index {args.index}: BM25 top-{index.config.top_m}, then "
-              f"score = {alpha:g} * BM25/max + {1 - alpha:g} * sigmoid(<p_d, p_q>_L + "
-              f"{index.config.offset:g}) (higher is better); id = source#chunk")
+        print(
+            f"Lorentz index {args.index}: BM25 top-{index.config.top_m}, then "
+            f"score = {alpha:g} * BM25/max + {1 - alpha:g} * sigmoid(<p_d, p_q>_L + "
+            f"{index.config.offset:g}) (higher is better); id = source#chunk"
+        )
         hits = [
             (index.chunk_ids[j], s, index.texts[j])
             for s, j in zip(scores[0].tolist(), rows[0].tolist())
@@ -357,11 +368,14 @@ def _plot_flow(args: argparse.Namespace) -> None:
     from tqdm.auto import tqdm
 
     step = 16
-    lengths = torch.cat([
-        ricci.filtrate(batch.slice(i, i + step)).query_lengths.flatten()
-        for i in tqdm(range(0, batch.batch_size, step), desc="Ricci flow (all queries)",
-                      unit="batch")
-    ])
+    lengths = torch.cat(
+        [
+            ricci.filtrate(batch.slice(i, i + step)).query_lengths.flatten()
+            for i in tqdm(
+                range(0, batch.batch_size, step), desc="Ricci flow (all queries)", unit="batch"
+            )
+        ]
+    )
     finite = lengths[torch.isfinite(lengths)]
     histogram_png = plot_query_edge_histogram(finite.numpy(), args.out / "query_edges.png", eta=eta)
     print(f"wrote {flow_png} and {histogram_png}")
@@ -406,8 +420,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"georag: error: {err}", file=sys.stderr)
         return 2
     except OSError as err:  # missing files, or model weights that cannot be found offline
-        print(f"georag: error: {(str(err).splitlines() or [type(err).__name__])[0]}",
-              file=sys.stderr)
+        print(
+            f"georag: error: {(str(err).splitlines() or [type(err).__name__])[0]}", file=sys.stderr
+        )
         return 2
     return 0
 

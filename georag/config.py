@@ -40,8 +40,9 @@ def read_yaml(path: str | Path, *, argument: str = "path") -> dict:
     if data is None:
         return {}
     if not isinstance(data, dict):
-        raise ValueError(f"{argument}: {path} must hold a mapping of keys to values, "
-                         f"got {type(data).__name__}")
+        raise ValueError(
+            f"{argument}: {path} must hold a mapping of keys to values, got {type(data).__name__}"
+        )
     return data
 
 
@@ -64,8 +65,10 @@ def _allowed(annotation: Any) -> tuple[type, ...]:
 
 def _check_type(cls: type, key: str, value: Any, annotation: Any, where: str) -> Any:
     allowed = _allowed(annotation)
-    if object in allowed or isinstance(value, allowed) and not (
-        isinstance(value, bool) and bool not in allowed
+    if (
+        object in allowed
+        or isinstance(value, allowed)
+        and not (isinstance(value, bool) and bool not in allowed)
     ):
         return value
     if float in allowed and isinstance(value, int) and not isinstance(value, bool):
@@ -88,8 +91,9 @@ def config_from_mapping(cls: type[T], values: Mapping[str, Any], *, where: str =
     types_ = _field_types(cls)
     unknown = sorted(set(values) - set(types_))
     if unknown:
-        raise ValueError(f"{where}: unknown key(s) {unknown} for {cls.__name__} "
-                         f"(known: {sorted(types_)})")
+        raise ValueError(
+            f"{where}: unknown key(s) {unknown} for {cls.__name__} (known: {sorted(types_)})"
+        )
     checked = {k: _check_type(cls, k, v, types_[k], where) for k, v in values.items()}
     try:
         return cls(**checked)

@@ -49,11 +49,15 @@ def main() -> None:
     qids = list(data.queries)
     queries = [data.queries[q] for q in qids]
     pool = stage.retrieve(qids, queries, with_texts=True)
-    docs_lists = [[{"id": d, "text": t} for d, t in zip(ids, texts)]
-                  for ids, texts in zip(pool.doc_ids, pool.cand_texts)]
+    docs_lists = [
+        [{"id": d, "text": t} for d, t in zip(ids, texts)]
+        for ids, texts in zip(pool.doc_ids, pool.cand_texts)
+    ]
     print(f"scifact test: {len(queries)} queries x {args.docs} abstracts (dense top-{args.docs})")
-    print("\n| method | rank_batch s, encoding the queries | warm rank_batch s "
-          "| warm loop of rank() s | loop / batch |")
+    print(
+        "\n| method | rank_batch s, encoding the queries | warm rank_batch s "
+        "| warm loop of rank() s | loop / batch |"
+    )
     print("|---|---:|---:|---:|---:|")
     for method in args.methods:
         reranker = georag.Reranker(method, encoder=stage.encoder)

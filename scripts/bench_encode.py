@@ -25,8 +25,15 @@ def main() -> None:
     parser.add_argument("--docs", type=int, default=2000, help="encode the first N documents")
     parser.add_argument("--batch-size", type=int, default=64)
     args = parser.parse_args()
-    bench = start(args, config={"dataset": args.dataset, "docs": args.docs,
-                                "model": "all-MiniLM-L6-v2", "batch": args.batch_size})
+    bench = start(
+        args,
+        config={
+            "dataset": args.dataset,
+            "docs": args.docs,
+            "model": "all-MiniLM-L6-v2",
+            "batch": args.batch_size,
+        },
+    )
     data = load_beir(args.dataset, data_dir=args.data_dir)
     corpus = dict(list(data.corpus.items())[: args.docs])
     data = BeirDataset(data.name, corpus, data.queries, data.qrels)
@@ -38,8 +45,15 @@ def main() -> None:
     same = torch.equal(first.embeddings, second.embeddings)
     print(f"cold: {cold:.1f} s, {len(corpus) / cold:.1f} docs/s (cache hit: {first.cache_hit})")
     print(f"warm: {warm:.2f} s (cache hit: {second.cache_hit}), identical embeddings: {same}")
-    bench.finish({"cold_s": cold, "docs_per_s": len(corpus) / cold, "warm_s": warm,
-                  "cache_hit": [first.cache_hit, second.cache_hit], "identical": same})
+    bench.finish(
+        {
+            "cold_s": cold,
+            "docs_per_s": len(corpus) / cold,
+            "warm_s": warm,
+            "cache_hit": [first.cache_hit, second.cache_hit],
+            "identical": same,
+        }
+    )
 
 
 if __name__ == "__main__":

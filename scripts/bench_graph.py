@@ -61,8 +61,9 @@ def bench_ppr(args: argparse.Namespace, bench: Bench) -> None:
     p = rng.random((b, n)).astype(np.float32)
     weights, pers = torch.tensor(w), torch.tensor(p)
 
-    ours = median_seconds(bench, lambda: personalized_pagerank(weights, pers), args.repeats,
-                          "ppr georag batched")
+    ours = median_seconds(
+        bench, lambda: personalized_pagerank(weights, pers), args.repeats, "ppr georag batched"
+    )
     out = personalized_pagerank(weights, pers)
 
     subset = min(args.ppr_subset, b)
@@ -256,8 +257,10 @@ def main() -> None:
     parser.add_argument("--sparse-queries", type=int, default=256)
     parser.add_argument("--sparse-subset", type=int, default=8)
     args = parser.parse_args()
-    bench = start(args, config={"section": args.section, "networkx": nx.__version__,
-                                "medians of": args.repeats})
+    bench = start(
+        args,
+        config={"section": args.section, "networkx": nx.__version__, "medians of": args.repeats},
+    )
     if args.section in ("all", "ppr"):
         bench_ppr(args, bench)
     if args.section in ("all", "maniscope"):

@@ -39,17 +39,25 @@ def main() -> None:
     config = IsoRagConfig()
     emb, queries = p.embeddings.to(device), p.queries.to(device)
     iso = IsoRag(config).fit_graph(emb, p.graph, radius.to(device))
-    iso.csr, iso.strength, iso.volume = (iso.csr.to(device), iso.strength.to(device),
-                                         iso.volume.to(device))
-    glob = GlobalPPR(GlobalPPRConfig(num_seeds=config.num_seeds, damping=0.5,
-                                     topo_weight=config.topo_weight)).fit_graph(emb, p.graph)
+    iso.csr, iso.strength, iso.volume = (
+        iso.csr.to(device),
+        iso.strength.to(device),
+        iso.volume.to(device),
+    )
+    glob = GlobalPPR(
+        GlobalPPRConfig(num_seeds=config.num_seeds, damping=0.5, topo_weight=config.topo_weight)
+    ).fit_graph(emb, p.graph)
     glob.csr = glob.csr.to(device)
     b = queries.shape[0]
-    print(f"dataset {args.dataset}: N={p.graph.num_nodes} passages, "
-          f"{p.graph.counts()['edges']} undirected edges, B={b} questions")
+    print(
+        f"dataset {args.dataset}: N={p.graph.num_nodes} passages, "
+        f"{p.graph.counts()['edges']} undirected edges, B={b} questions"
+    )
     print(f"ISO-RAG {config}")
-    print(f"whole-graph PPR: seeds={config.num_seeds}, damping=0.5, tol={glob.config.tol}, "
-          f"sparse CSR power iteration over all N nodes")
+    print(
+        f"whole-graph PPR: seeds={config.num_seeds}, damping=0.5, tol={glob.config.tol}, "
+        f"sparse CSR power iteration over all N nodes"
+    )
     rows, results = [], {}
 
     def measure(label: str, batched_fn, single_fn) -> None:
@@ -59,32 +67,46 @@ def main() -> None:
         rows.append((label, batched.median, single.median))
 
     for label, method in (("iso_rag local PPR", iso), ("whole-graph PPR", glob)):
-        measure(label, lambda m=method: m.search(queries, top_k=10),
-                lambda i, m=method: m.search(queries[i:i + 1], top_k=10))
+        measure(
+            label,
+            lambda m=method: m.search(queries, top_k=10),
+            lambda i, m=method: m.search(queries[i : i + 1], top_k=10),
+        )
     # the PPR step alone, on the same personalization: local pruned graphs vs whole graph
     t = iso.trace(queries)
     local_p = t.personalization
     whole_p = torch.zeros(b, p.graph.num_nodes, dtype=emb.dtype, device=device)
-    whole_p.scatter_(1, t.nodes[:, :config.num_seeds], local_p[:, :config.num_seeds])
+    whole_p.scatter_(1, t.nodes[:, : config.num_seeds], local_p[:, : config.num_seeds])
     whole_p = whole_p.T.contiguous()
 
     def local_ppr(rows: slice) -> None:
-        personalized_pagerank(t.pruned[rows], local_p[rows], damping=config.damping,
-                              tol=config.tol, max_iter=config.max_iter, mask=t.mask[rows])
+        personalized_pagerank(
+            t.pruned[rows],
+            local_p[rows],
+            damping=config.damping,
+            tol=config.tol,
+            max_iter=config.max_iter,
+            mask=t.mask[rows],
+        )
 
     def whole_ppr(rows: slice) -> None:
-        personalized_pagerank(glob.csr, whole_p[:, rows], damping=0.5, tol=glob.config.tol,
-                              max_iter=glob.max_iter)
+        personalized_pagerank(
+            glob.csr, whole_p[:, rows], damping=0.5, tol=glob.config.tol, max_iter=glob.max_iter
+        )
 
     for label, fn in (("  PPR step: local", local_ppr), ("  PPR step: whole", whole_ppr)):
         measure(label, lambda f=fn: f(slice(None)), lambda i, f=fn: f(slice(i, i + 1)))
     print(f"\n  {'method':<22} {'batched ms/query':>17} {'B=1 ms/query':>13}")
     for label, per_query, single in rows:
         print(f"  {label:<22} {per_query:17.3f} {single:13.3f}")
-    for name, (_, iso_b, iso_1), (_, glob_b, glob_1) in (("retrieval", rows[0], rows[1]),
-                                                         ("PPR step", rows[2], rows[3])):
-        print(f"  {'speed-up ' + name:<22} {glob_b / iso_b:16.2f}x {glob_1 / iso_1:12.2f}x"
-              "   (whole-graph time / ISO-RAG time)")
+    for name, (_, iso_b, iso_1), (_, glob_b, glob_1) in (
+        ("retrieval", rows[0], rows[1]),
+        ("PPR step", rows[2], rows[3]),
+    ):
+        print(
+            f"  {'speed-up ' + name:<22} {glob_b / iso_b:16.2f}x {glob_1 / iso_1:12.2f}x"
+            "   (whole-graph time / ISO-RAG time)"
+        )
     bench.finish(results)
 
 

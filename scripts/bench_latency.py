@@ -57,6 +57,7 @@ POLICIES = {
 
 # --------------------------------------------------------------------------- child side
 
+
 def _rerankers(methods: list[str]) -> dict:
     from georag.rerank.hyte import HyTEReranker
     from georag.rerank.registry import make_reranker
@@ -83,8 +84,11 @@ def _ricci_kept(batch, count: int, single: bool):
     for part in parts:
         out = ricci.filtrate(part)
         pooled = torch.gather(part.mask, 1, out.slots)
-        kept.append(pooled & (out.flow.lengths[:, 0, 1:] <= cfg.eta + cfg.eta_atol)
-                    & out.flow.adjacency[:, 0, 1:])
+        kept.append(
+            pooled
+            & (out.flow.lengths[:, 0, 1:] <= cfg.eta + cfg.eta_atol)
+            & out.flow.adjacency[:, 0, 1:]
+        )
     return torch.cat(kept).numpy()
 
 
@@ -115,8 +119,21 @@ def _peers(pool, spec: dict, bench) -> dict:
         with tempfile.TemporaryDirectory() as tmp:
             inp, out = Path(tmp) / "g.npz", Path(tmp) / "r.npz"
             np.savez(inp, lengths=adjacency.astype(np.float64), adjacency=adjacency)
-            subprocess.run([str(PEER), str(RICCI_PEER), str(inp), str(out), "--mode", "flow",
-                            "--iterations", "20", "--proc", "1"], check=True)
+            subprocess.run(
+                [
+                    str(PEER),
+                    str(RICCI_PEER),
+                    str(inp),
+                    str(out),
+                    "--mode",
+                    "flow",
+                    "--iterations",
+                    "20",
+                    "--proc",
+                    "1",
+                ],
+                check=True,
+            )
             ref = dict(np.load(out))
         seconds = sorted(ref["seconds"] * 1e3)
         from georag.eval.timing import Timing
@@ -130,7 +147,8 @@ def _peers(pool, spec: dict, bench) -> dict:
                 rows[f"ricci_agreement_{label}"] = {
                     "equal_share": float((ours == theirs)[real].mean()),
                     "kept_mean": [float(ours.sum(1).mean()), float(theirs.sum(1).mean())],
-                    "graphs": graphs}
+                    "graphs": graphs,
+                }
     return rows
 
 
@@ -152,35 +170,52 @@ def child(spec_path: str) -> None:
         from georag.eval.bench import Bench
         from georag.eval.threads import ThreadSettings, usable_cores
 
-        bench = Bench(script="bench_latency.py (child)", device="cpu", config={},
-                      threads=ThreadSettings(torch.get_num_threads(), "torch default",
-                                             torch.get_num_interop_threads(),
-                                             os.environ.get("OMP_WAIT_POLICY", "unset"),
-                                             usable_cores(), os.getloadavg()))
+        bench = Bench(
+            script="bench_latency.py (child)",
+            device="cpu",
+            config={},
+            threads=ThreadSettings(
+                torch.get_num_threads(),
+                "torch default",
+                torch.get_num_interop_threads(),
+                os.environ.get("OMP_WAIT_POLICY", "unset"),
+                usable_cores(),
+                os.getloadavg(),
+            ),
+        )
     else:
         bench = start(args)
     pool, corpus, queries = torch.load(spec["pool"], weights_only=False)
     big = pool.slice(0, spec["batch"])
     rerankers = _rerankers(spec["methods"])
-    results: dict = {"threads": torch.get_num_threads(),
-                     "wait_policy": os.environ.get("OMP_WAIT_POLICY", "unset"),
-                     "methods": {}}
+    results: dict = {
+        "threads": torch.get_num_threads(),
+        "wait_policy": os.environ.get("OMP_WAIT_POLICY", "unset"),
+        "methods": {},
+    }
     q = spec["queries"]
     with torch.inference_mode():
         for name, reranker in rerankers.items():
             row = {}
             if name == "hyte_rescore-cold":
+
                 def call(i: int, r=reranker) -> object:
                     r.clear_points()
                     return r(pool.slice(i, i + 1))
+
                 row["b1"] = bench.time(call, repeats=min(q, 16), warmup=1).as_dict()
             else:
                 if name == "hyte_rescore":
                     reranker(big)  # the index: document points computed ahead
-                row["b1"] = bench.time(lambda i, r=reranker: r(pool.slice(i, i + 1)),
-                                       repeats=q, warmup=2).as_dict()
-                row["batched"] = bench.time(lambda i, r=reranker: r(big), repeats=spec["repeats"],
-                                            warmup=1, per=big.batch_size).as_dict()
+                row["b1"] = bench.time(
+                    lambda i, r=reranker: r(pool.slice(i, i + 1)), repeats=q, warmup=2
+                ).as_dict()
+                row["batched"] = bench.time(
+                    lambda i, r=reranker: r(big),
+                    repeats=spec["repeats"],
+                    warmup=1,
+                    per=big.batch_size,
+                ).as_dict()
             results["methods"][name] = row
         k, several = pool.num_candidates, queries.slice(0, big.batch_size)
         for name in (m for m in spec["methods"] if m in CORPUS_METHODS):
@@ -196,8 +231,10 @@ def child(spec_path: str) -> None:
 
             results["methods"][name] = {
                 "b1": bench.time(one, repeats=q, warmup=2).as_dict(),
-                "batched": bench.time(many, repeats=spec["repeats"], warmup=1,
-                                      per=big.batch_size).as_dict()}
+                "batched": bench.time(
+                    many, repeats=spec["repeats"], warmup=1, per=big.batch_size
+                ).as_dict(),
+            }
         if spec.get("peers"):
             results["peers"] = _peers(pool, spec, bench)
     results["load_end"] = list(os.getloadavg())
@@ -206,21 +243,29 @@ def child(spec_path: str) -> None:
 
 # -------------------------------------------------------------------------- parent side
 
-def run_child(spec: dict, *, neighbours: int, tmp: Path, env_wait: str | None,
-              threads_env: bool = False) -> dict:
+
+def run_child(
+    spec: dict, *, neighbours: int, tmp: Path, env_wait: str | None, threads_env: bool = False
+) -> dict:
     """Start a child with its own environment, next to ``neighbours`` busy processes."""
     spec = dict(spec, result=str(tmp / f"r{len(list(tmp.iterdir()))}.json"))
     path = tmp / f"s{len(list(tmp.iterdir()))}.json"
     path.write_text(json.dumps(spec))
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "GEORAG_THREADS",
-                        "OMP_WAIT_POLICY")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "GEORAG_THREADS", "OMP_WAIT_POLICY")
+    }
     if env_wait:
         env["OMP_WAIT_POLICY"] = env_wait
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
     with busy_neighbours(neighbours):
-        subprocess.run([sys.executable, __file__, "--child", str(path)], check=True, env=env,
-                       stdout=subprocess.DEVNULL if not threads_env else None)
+        subprocess.run(
+            [sys.executable, __file__, "--child", str(path)],
+            check=True,
+            env=env,
+            stdout=subprocess.DEVNULL if not threads_env else None,
+        )
     return json.loads(Path(spec["result"]).read_text())
 
 
@@ -240,9 +285,13 @@ def build_inputs(data_dir: str | None, path: Path, corpus_methods: list[str]) ->
     ids = list(dataset.queries)
     pool = stage.retrieve(ids, [dataset.queries[q] for q in ids], with_texts=True)
     docs = [dataset.corpus[d] for d in stage.units.doc_ids]
-    corpus = Corpus(doc_ids=list(stage.units.doc_ids), titles=[d.title for d in docs],
-                    texts=[d.text for d in docs], embeddings=stage.embeddings,
-                    cache_dir=str(default_cache_dir()))
+    corpus = Corpus(
+        doc_ids=list(stage.units.doc_ids),
+        titles=[d.title for d in docs],
+        texts=[d.text for d in docs],
+        embeddings=stage.embeddings,
+        cache_dir=str(default_cache_dir()),
+    )
     queries = QueryBatch(pool.query_ids, pool.query_texts, pool.query)
     for name in corpus_methods:
         make_reranker(name).fit(corpus)
@@ -258,10 +307,14 @@ def fmt(row: dict | None, key: str = "median_ms") -> str:
 
 
 def print_latency(table: dict, cores: int, batch: int) -> None:
-    print(f"\n## Latency, ms per query (B=1: one query per call; B={batch}: batched; CPU: "
-          f"process CPU time of the B=1 calls, all threads)\n")
-    print(f"| method | goal B=1, 1 thread | threads | condition | B=1 median | B=1 p90 | "
-          f"B=1 CPU | B={batch} median | B={batch} p90 |")
+    print(
+        f"\n## Latency, ms per query (B=1: one query per call; B={batch}: batched; CPU: "
+        f"process CPU time of the B=1 calls, all threads)\n"
+    )
+    print(
+        f"| method | goal B=1, 1 thread | threads | condition | B=1 median | B=1 p90 | "
+        f"B=1 CPU | B={batch} median | B={batch} p90 |"
+    )
     print("|---|---:|---:|---|---:|---:|---:|---:|---:|")
     for name in METHODS:
         for (_, condition), res in table.items():
@@ -269,10 +322,12 @@ def print_latency(table: dict, cores: int, batch: int) -> None:
             if row is None:
                 continue
             goal = GOAL_MS.get(name)
-            print(f"| {name} | {'' if goal is None else f'< {goal:g} ms'} | {res['threads']} "
-                  f"| {condition} | {fmt(row['b1'])} | {fmt(row['b1'], 'p90_ms')} | "
-                  f"{fmt(row['b1'], 'cpu_median_ms')} | {fmt(row.get('batched'))} | "
-                  f"{fmt(row.get('batched'), 'p90_ms')} |")
+            print(
+                f"| {name} | {'' if goal is None else f'< {goal:g} ms'} | {res['threads']} "
+                f"| {condition} | {fmt(row['b1'])} | {fmt(row['b1'], 'p90_ms')} | "
+                f"{fmt(row['b1'], 'cpu_median_ms')} | {fmt(row.get('batched'))} | "
+                f"{fmt(row.get('batched'), 'p90_ms')} |"
+            )
 
 
 def print_peers(table: dict) -> None:
@@ -280,12 +335,16 @@ def print_peers(table: dict) -> None:
     if not peers:
         return
     print("\n## Peers, per query, 1 thread, same run\n")
-    print("| method | peer | condition | peer median ms | peer p90 ms | georag B=1 | "
-          "georag batched | speed-up B=1 | speed-up batched |")
+    print(
+        "| method | peer | condition | peer median ms | peer p90 ms | georag B=1 | "
+        "georag batched | speed-up B=1 | speed-up batched |"
+    )
     print("|---|---|---|---:|---:|---:|---:|---:|---:|")
-    names = {"diffusion": "networkx pagerank (complete graph, per query)",
-             "maniscope": "numpy k-NN + networkx Dijkstra (per query)",
-             "ricci": "GraphRicciCurvature 0.6.1 OTD, proc=1 (per graph)"}
+    names = {
+        "diffusion": "networkx pagerank (complete graph, per query)",
+        "maniscope": "numpy k-NN + networkx Dijkstra (per query)",
+        "ricci": "GraphRicciCurvature 0.6.1 OTD, proc=1 (per graph)",
+    }
     for cond, res in peers:
         for name, label in names.items():
             peer = res["peers"].get(name)
@@ -294,54 +353,84 @@ def print_peers(table: dict) -> None:
                 continue
             b1, bb = ours["b1"]["median_ms"], ours.get("batched", {}).get("median_ms")
             p = peer["median_ms"]
-            print(f"| {name} | {label} ({peer['samples']} queries) | {cond} | {fmt(peer)} | "
-                  f"{fmt(peer, 'p90_ms')} | {fmt(ours['b1'])} | {fmt(ours.get('batched'))} | "
-                  f"{p / b1:.1f}x | {'' if bb is None else f'{p / bb:.1f}x'} |")
+            print(
+                f"| {name} | {label} ({peer['samples']} queries) | {cond} | {fmt(peer)} | "
+                f"{fmt(peer, 'p90_ms')} | {fmt(ours['b1'])} | {fmt(ours.get('batched'))} | "
+                f"{p / b1:.1f}x | {'' if bb is None else f'{p / bb:.1f}x'} |"
+            )
     for cond, res in peers:
         for label in ("B=1", "batched"):
             agree = res["peers"].get(f"ricci_agreement_{label}")
             if agree:
-                print(f"\nRicci-Filtration kept set ({label} calls, {cond}) equal to "
-                      f"GraphRicciCurvature's on {100 * agree['equal_share']:.2f}% of the "
-                      f"pooled candidates of {agree['graphs']} SciFact graphs (goal >= 99%); "
-                      f"mean kept of 20: georag {agree['kept_mean'][0]:.2f}, "
-                      f"GraphRicciCurvature {agree['kept_mean'][1]:.2f}")
+                print(
+                    f"\nRicci-Filtration kept set ({label} calls, {cond}) equal to "
+                    f"GraphRicciCurvature's on {100 * agree['equal_share']:.2f}% of the "
+                    f"pooled candidates of {agree['graphs']} SciFact graphs (goal >= 99%); "
+                    f"mean kept of 20: georag {agree['kept_mean'][0]:.2f}, "
+                    f"GraphRicciCurvature {agree['kept_mean'][1]:.2f}"
+                )
 
 
 def print_policy(policy: dict, batch: int) -> None:
     print("\n## Thread policy: slowdown next to the busy neighbour(s), ms per query\n")
-    print(f"| kernel | setting | threads quiet / busy | B=1 quiet | B=1 busy | B=1 slowdown | "
-          f"B={batch} quiet | B={batch} busy | B={batch} slowdown |")
+    print(
+        f"| kernel | setting | threads quiet / busy | B=1 quiet | B=1 busy | B=1 slowdown | "
+        f"B={batch} quiet | B={batch} busy | B={batch} slowdown |"
+    )
     print("|---|---|---|---:|---:|---:|---:|---:|---:|")
     for name in POLICY_METHODS:
         for setting, (quiet, busy) in policy.items():
             q, b = quiet["methods"][name], busy["methods"][name]
             s1 = b["b1"]["median_ms"] / q["b1"]["median_ms"]
             sb = b["batched"]["median_ms"] / q["batched"]["median_ms"]
-            print(f"| {name} | {setting} | {quiet['threads']} / {busy['threads']} | "
-                  f"{fmt(q['b1'])} | {fmt(b['b1'])} | {s1:.1f}x | {fmt(q['batched'])} | "
-                  f"{fmt(b['batched'])} | {sb:.1f}x |")
+            print(
+                f"| {name} | {setting} | {quiet['threads']} / {busy['threads']} | "
+                f"{fmt(q['b1'])} | {fmt(b['b1'])} | {s1:.1f}x | {fmt(q['batched'])} | "
+                f"{fmt(b['batched'])} | {sb:.1f}x |"
+            )
 
 
 def main() -> None:
     parser = bench_parser(__doc__, repeats=3)
-    parser.add_argument("--queries", type=int, default=48,
-                        help="queries timed one at a time (B=1) per method")
+    parser.add_argument(
+        "--queries", type=int, default=48, help="queries timed one at a time (B=1) per method"
+    )
     parser.add_argument("--batch", type=int, default=256, help="queries per batched call")
-    parser.add_argument("--neighbours", type=int, default=1,
-                        help="CPU-bound neighbour processes in the busy condition")
-    parser.add_argument("--peer-queries", type=int, default=48,
-                        help="queries run through the networkx peers")
-    parser.add_argument("--ricci-peer-graphs", type=int, default=48,
-                        help="graphs run through GraphRicciCurvature, quiet (0: none)")
-    parser.add_argument("--busy-ricci-peer-graphs", type=int, default=12,
-                        help="graphs run through GraphRicciCurvature next to the neighbour")
-    parser.add_argument("--methods", default=",".join(METHODS),
-                        help=f"methods of the latency table (default: {','.join(METHODS)})")
-    parser.add_argument("--sections", default="latency,policy",
-                        help="latency, policy or both (comma separated)")
-    parser.add_argument("--policy-batch", type=int, default=64,
-                        help="queries per batched call in the policy section")
+    parser.add_argument(
+        "--neighbours",
+        type=int,
+        default=1,
+        help="CPU-bound neighbour processes in the busy condition",
+    )
+    parser.add_argument(
+        "--peer-queries", type=int, default=48, help="queries run through the networkx peers"
+    )
+    parser.add_argument(
+        "--ricci-peer-graphs",
+        type=int,
+        default=48,
+        help="graphs run through GraphRicciCurvature, quiet (0: none)",
+    )
+    parser.add_argument(
+        "--busy-ricci-peer-graphs",
+        type=int,
+        default=12,
+        help="graphs run through GraphRicciCurvature next to the neighbour",
+    )
+    parser.add_argument(
+        "--methods",
+        default=",".join(METHODS),
+        help=f"methods of the latency table (default: {','.join(METHODS)})",
+    )
+    parser.add_argument(
+        "--sections", default="latency,policy", help="latency, policy or both (comma separated)"
+    )
+    parser.add_argument(
+        "--policy-batch",
+        type=int,
+        default=64,
+        help="queries per batched call in the policy section",
+    )
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -351,14 +440,23 @@ def main() -> None:
     from georag.eval.threads import usable_cores
 
     cores = usable_cores()
-    bench = start(args, config={
-        "data": "SciFact test, dense all-MiniLM-L6-v2 top-100", "B=1 queries": args.queries,
-        "batch": args.batch, "repeats": args.repeats, "neighbours": args.neighbours,
-        "peer queries": args.peer_queries, "GraphRicciCurvature graphs":
-        f"{args.ricci_peer_graphs} quiet, {args.busy_ricci_peer_graphs} busy",
-        "peers env": str(PEER) if PEER.exists() else "absent (make peers)",
-        "child processes": "one per configuration, thread settings applied before torch loads",
-        "methods": args.methods})
+    bench = start(
+        args,
+        config={
+            "data": "SciFact test, dense all-MiniLM-L6-v2 top-100",
+            "B=1 queries": args.queries,
+            "batch": args.batch,
+            "repeats": args.repeats,
+            "neighbours": args.neighbours,
+            "peer queries": args.peer_queries,
+            "GraphRicciCurvature graphs": (
+                f"{args.ricci_peer_graphs} quiet, {args.busy_ricci_peer_graphs} busy"
+            ),
+            "peers env": str(PEER) if PEER.exists() else "absent (make peers)",
+            "child processes": "one per configuration, thread settings applied before torch loads",
+            "methods": args.methods,
+        },
+    )
     results: dict = {"latency": {}, "policy": {}}
     with tempfile.TemporaryDirectory() as folder:
         tmp = Path(folder)
@@ -366,30 +464,50 @@ def main() -> None:
         corpus_methods = [m for m in args.methods.split(",") if m in CORPUS_METHODS]
         queries = build_inputs(args.data_dir, pool_path, corpus_methods)
         batch = min(args.batch, queries)
-        base = {"pool": str(pool_path), "queries": min(args.queries, queries),
-                "repeats": args.repeats, "peer_queries": min(args.peer_queries, queries)}
+        base = {
+            "pool": str(pool_path),
+            "queries": min(args.queries, queries),
+            "repeats": args.repeats,
+            "peer_queries": min(args.peer_queries, queries),
+        }
         latency = {}
         if "latency" in sections:
             for threads in sorted({1, cores}):
                 for condition, neighbours in (("quiet", 0), ("busy", args.neighbours)):
-                    graphs = (args.ricci_peer_graphs if condition == "quiet"
-                              else args.busy_ricci_peer_graphs)
-                    spec = dict(base, threads=threads, methods=args.methods.split(","),
-                                batch=batch, peers=threads == 1, ricci_peer_graphs=graphs,
-                                agreement=condition == "quiet")
+                    graphs = (
+                        args.ricci_peer_graphs
+                        if condition == "quiet"
+                        else args.busy_ricci_peer_graphs
+                    )
+                    spec = dict(
+                        base,
+                        threads=threads,
+                        methods=args.methods.split(","),
+                        batch=batch,
+                        peers=threads == 1,
+                        ricci_peer_graphs=graphs,
+                        agreement=condition == "quiet",
+                    )
                     latency[(threads, condition)] = run_child(
-                        spec, neighbours=neighbours, tmp=tmp, env_wait="PASSIVE")
+                        spec, neighbours=neighbours, tmp=tmp, env_wait="PASSIVE"
+                    )
             print_latency(latency, cores, batch)
             print_peers(latency)
         policy = {}
         if "policy" in sections:
             pbatch = min(args.policy_batch, queries)
             for setting, (threads, wait) in POLICIES.items():
-                spec = dict(base, threads=threads, methods=list(POLICY_METHODS), batch=pbatch,
-                            queries=min(args.queries, 24, queries))
+                spec = dict(
+                    base,
+                    threads=threads,
+                    methods=list(POLICY_METHODS),
+                    batch=pbatch,
+                    queries=min(args.queries, 24, queries),
+                )
                 policy[setting] = tuple(
                     run_child(spec, neighbours=n, tmp=tmp, env_wait=wait)
-                    for n in (0, args.neighbours))
+                    for n in (0, args.neighbours)
+                )
             print_policy(policy, pbatch)
     results["latency"] = {f"{t} threads, {c}": r for (t, c), r in latency.items()}
     results["policy"] = {s: {"quiet": q, "busy": b} for s, (q, b) in policy.items()}

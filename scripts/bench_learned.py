@@ -31,12 +31,24 @@ from train.losses import ranking_loss
 from train.pools import load_pool, take
 
 # the knobs learned on scifact by scripts/quality_learned.py (docs/learned_results.md)
-MOVED = {"learned_diffusion": {"damping": 0.795, "edge_power": 0.565, "teleport_power": 1.383,
-                               "fusion": 0.308},
-         "learned_maniscope": {"alpha": 0.625, "length_scale": 1.629, "fusion": 0.490},
-         # last epoch of the short scifact run (configs/train/learned_ricci.yaml, 3 x 5 steps)
-         "learned_ricci": {"alpha": 0.5693, "exp_power": 1.9097, "step": 0.8824, "eta": 1.0073,
-                           "length_power": 0.0853, "geometry_weight": 0.0765}}
+MOVED = {
+    "learned_diffusion": {
+        "damping": 0.795,
+        "edge_power": 0.565,
+        "teleport_power": 1.383,
+        "fusion": 0.308,
+    },
+    "learned_maniscope": {"alpha": 0.625, "length_scale": 1.629, "fusion": 0.490},
+    # last epoch of the short scifact run (configs/train/learned_ricci.yaml, 3 x 5 steps)
+    "learned_ricci": {
+        "alpha": 0.5693,
+        "exp_power": 1.9097,
+        "step": 0.8824,
+        "eta": 1.0073,
+        "length_power": 0.0853,
+        "geometry_weight": 0.0765,
+    },
+}
 
 
 def batch_of(args):
@@ -87,39 +99,57 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=64)
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--methods", nargs="+", default=list(MOVED),
-                        help="learnable rerankers (registry names)")
+    parser.add_argument(
+        "--methods", nargs="+", default=list(MOVED), help="learnable rerankers (registry names)"
+    )
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     device = torch.device(args.device)
-    print(f"# {platform.machine()}, torch {torch.__version__}, {torch.get_num_threads()} "
-          f"thread(s), device {device}, load average {os.getloadavg()[0]:.1f}; dataset "
-          f"{args.dataset}, B={args.batch}, M=100, medians of {args.repeats}")
+    print(
+        f"# {platform.machine()}, torch {torch.__version__}, {torch.get_num_threads()} "
+        f"thread(s), device {device}, load average {os.getloadavg()[0]:.1f}; dataset "
+        f"{args.dataset}, B={args.batch}, M=100, medians of {args.repeats}"
+    )
     batch, gains = batch_of(args)
     batch, gains = batch.to(device), gains.to(device)
-    print("| method | map | fwd+bwd ms/query | peak MiB of one step | fixed ms/query | "
-          "learnable at defaults ms/query (ratio) | learnable, scifact-learned knobs "
-          "ms/query (ratio) |")
+    print(
+        "| method | map | fwd+bwd ms/query | peak MiB of one step | fixed ms/query | "
+        "learnable at defaults ms/query (ratio) | learnable, scifact-learned knobs "
+        "ms/query (ratio) |"
+    )
     print("|---|---|---|---|---|---|---|")
     for method in args.methods:
-        stages = [make_reranker(make_method(method).fixed_method), make_reranker(method),
-                  make_reranker(method, {method: MOVED.get(method, {})})]
+        stages = [
+            make_reranker(make_method(method).fixed_method),
+            make_reranker(method),
+            make_reranker(method, {method: MOVED.get(method, {})}),
+        ]
         for stage in stages:  # warm-up
             stage(batch)
         # side by side, interleaved, so load drifts hit all alike
         runs = [[median_ms(lambda s=s: s(batch), 1) for s in stages] for _ in range(args.repeats)]
         fixed_ms, default_ms, learned_ms = (
-            statistics.median(r[i] for r in runs) / args.batch for i in range(3))
+            statistics.median(r[i] for r in runs) / args.batch for i in range(3)
+        )
         for embedding_map in (False, True):
             options = {"embedding_map": embedding_map}
-            step = median_ms(lambda m=method, o=options: train_step(m, o, batch, gains, device),
-                             args.repeats) / args.batch
+            step = (
+                median_ms(
+                    lambda m=method, o=options: train_step(m, o, batch, gains, device), args.repeats
+                )
+                / args.batch
+            )
             peak = peak_mib(method, options, batch, gains, device)
-            infer = (f"{fixed_ms:.4f} | {default_ms:.4f} ({default_ms / fixed_ms:.3f}) | "
-                     f"{learned_ms:.4f} ({learned_ms / fixed_ms:.3f})")
-            print(f"| {method} | {'yes' if embedding_map else 'no'} | {step:.3f} | {peak:.1f} | "
-                  f"{infer if not embedding_map else ' | | '} |", flush=True)
+            infer = (
+                f"{fixed_ms:.4f} | {default_ms:.4f} ({default_ms / fixed_ms:.3f}) | "
+                f"{learned_ms:.4f} ({learned_ms / fixed_ms:.3f})"
+            )
+            print(
+                f"| {method} | {'yes' if embedding_map else 'no'} | {step:.3f} | {peak:.1f} | "
+                f"{infer if not embedding_map else ' | | '} |",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

@@ -57,8 +57,9 @@ def scifact_graphs(data_dir: str | None, splits: list[str], limit: int) -> torch
     return adjacency
 
 
-def time_georag(adjacency: torch.Tensor, repeats: int, device: str, threads: int
-                ) -> tuple[float, object]:
+def time_georag(
+    adjacency: torch.Tensor, repeats: int, device: str, threads: int
+) -> tuple[float, object]:
     from georag.geometry.ricci import ricci_flow
 
     torch.set_num_threads(threads)
@@ -81,8 +82,21 @@ def run_peer(adjacency: np.ndarray, mode: str, proc: int) -> dict[str, np.ndarra
     with tempfile.TemporaryDirectory() as tmp:
         inp, out = Path(tmp) / "g.npz", Path(tmp) / "r.npz"
         np.savez(inp, lengths=adjacency.astype(np.float64), adjacency=adjacency)
-        subprocess.run([str(PEER), str(RUNNER), str(inp), str(out), "--mode", mode,
-                        "--iterations", "20", "--proc", str(proc)], check=True)
+        subprocess.run(
+            [
+                str(PEER),
+                str(RUNNER),
+                str(inp),
+                str(out),
+                "--mode",
+                mode,
+                "--iterations",
+                "20",
+                "--proc",
+                str(proc),
+            ],
+            check=True,
+        )
         return dict(np.load(out))
 
 
@@ -91,8 +105,12 @@ def peak_memory(adjacency: torch.Tensor, device: str) -> dict[str, float]:
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "a.pt"
         torch.save(adjacency, path)
-        out = subprocess.run([sys.executable, __file__, "--memory-child", str(path),
-                              "--device", device], check=True, capture_output=True, text=True)
+        out = subprocess.run(
+            [sys.executable, __file__, "--memory-child", str(path), "--device", device],
+            check=True,
+            capture_output=True,
+            text=True,
+        )
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -114,8 +132,12 @@ def memory_child(path: str, device: str) -> None:
     ricci_flow(lengths, adjacency, **FILTER_FLOW)
     seconds = time.perf_counter() - start
     peak = _status_kb("VmHWM")
-    report = {"rss_before_mb": base / 1024, "peak_rss_mb": peak / 1024,
-              "flow_extra_mb": (peak - base) / 1024, "seconds": seconds}
+    report = {
+        "rss_before_mb": base / 1024,
+        "peak_rss_mb": peak / 1024,
+        "flow_extra_mb": (peak - base) / 1024,
+        "seconds": seconds,
+    }
     if device.startswith("cuda"):
         report["cuda_peak_mb"] = torch.cuda.max_memory_allocated() / 2**20
     print(json.dumps(report))
@@ -123,13 +145,24 @@ def memory_child(path: str, device: str) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data-dir", default=os.environ.get("GEORAG_DATA", DATA),
-                        help="folder holding scifact/ (BEIR); default ../shared/data")
+    parser.add_argument(
+        "--data-dir",
+        default=os.environ.get("GEORAG_DATA", DATA),
+        help="folder holding scifact/ (BEIR); default ../shared/data",
+    )
     parser.add_argument("--batch", type=int, default=256, help="graphs timed with georag")
-    parser.add_argument("--peer-graphs", type=int, default=None,
-                        help="graphs run through the peer (default: --batch)")
-    parser.add_argument("--peer-default-graphs", type=int, default=None,
-                        help="graphs for the peer at proc=cpu_count (default: --peer-graphs)")
+    parser.add_argument(
+        "--peer-graphs",
+        type=int,
+        default=None,
+        help="graphs run through the peer (default: --batch)",
+    )
+    parser.add_argument(
+        "--peer-default-graphs",
+        type=int,
+        default=None,
+        help="graphs for the peer at proc=cpu_count (default: --peer-graphs)",
+    )
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--memory-batch", type=int, default=1024)
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
@@ -149,19 +182,23 @@ def main() -> None:
     n_peer = args.peer_graphs or args.batch
     n_default = args.peer_default_graphs or n_peer
     cfg = RicciFiltrationConfig()
-    print(f"# config: SciFact dense top-20 (all-MiniLM-L6-v2) graphs, N={graphs.shape[1]}, "
-          f"B={graphs.shape[0]}, mean edges {graphs.sum((1, 2)).float().mean() / 2:.1f}; "
-          f"flow {asdict(cfg)}; device {args.device}, torch threads "
-          f"{torch.get_num_threads()}, CPUs {os.cpu_count()}; peer GraphRicciCurvature 0.6.1 "
-          f"method=OTD on the first {n_peer} graphs (proc=1) and {n_default} (default proc)")
+    print(
+        f"# config: SciFact dense top-20 (all-MiniLM-L6-v2) graphs, N={graphs.shape[1]}, "
+        f"B={graphs.shape[0]}, mean edges {graphs.sum((1, 2)).float().mean() / 2:.1f}; "
+        f"flow {asdict(cfg)}; device {args.device}, torch threads "
+        f"{torch.get_num_threads()}, CPUs {os.cpu_count()}; peer GraphRicciCurvature 0.6.1 "
+        f"method=OTD on the first {n_peer} graphs (proc=1) and {n_default} (default proc)"
+    )
 
     cores = os.cpu_count() or 1
     one_s, ours = time_georag(graphs, args.repeats, args.device, 1)
     all_s, _ = time_georag(graphs, args.repeats, args.device, cores)
     b = graphs.shape[0]
     one_ms, all_ms = one_s / b * 1e3, all_s / b * 1e3
-    rows = [(f"georag, batched Sinkhorn, B={b}, 1 thread", one_ms, None),
-            (f"georag, batched Sinkhorn, B={b}, {cores} threads", all_ms, None)]
+    rows = [
+        (f"georag, batched Sinkhorn, B={b}, 1 thread", one_ms, None),
+        (f"georag, batched Sinkhorn, B={b}, {cores} threads", all_ms, None),
+    ]
     parity = []
     if PEER.exists():
         adj = graphs.cpu().numpy()
@@ -171,23 +208,37 @@ def main() -> None:
         rows.append((f"GraphRicciCurvature proc=1 ({n_peer} graphs)", ref_ms, ref_ms / best_ms))
         ref_default = run_peer(adj[:n_default], "flow", 0)
         default_ms = float(ref_default["seconds"].mean() * 1e3)
-        rows.append((f"GraphRicciCurvature proc={cores} (default, {n_default} graphs)",
-                     default_ms, default_ms / best_ms))
+        rows.append(
+            (
+                f"GraphRicciCurvature proc={cores} (default, {n_default} graphs)",
+                default_ms,
+                default_ms / best_ms,
+            )
+        )
         ours_len = ours.lengths[:n_peer, 0, 1:].cpu().numpy()
         real = adj[:n_peer, 0, 1:]
         kept_ours = (ours_len <= cfg.eta + cfg.eta_atol) & real
         kept_ref = (ref["lengths"][:, 0, 1:] <= cfg.eta + cfg.eta_atol) & real
-        parity.append(("kept set equal (share of chunks)",
-                       float((kept_ours == kept_ref)[real].mean())))
-        parity.append(("mean kept of 20: georag / GraphRicciCurvature",
-                       f"{kept_ours.sum(1).mean():.2f} / {kept_ref.sum(1).mean():.2f}"))
+        parity.append(
+            ("kept set equal (share of chunks)", float((kept_ours == kept_ref)[real].mean()))
+        )
+        parity.append(
+            (
+                "mean kept of 20: georag / GraphRicciCurvature",
+                f"{kept_ours.sum(1).mean():.2f} / {kept_ref.sum(1).mean():.2f}",
+            )
+        )
         initial = run_peer(adj[:n_peer], "curvature", 1)["curvature"]
         lengths = graphs[:n_peer].float()
-        defaults = {name: param.default for name, param in
-                    inspect.signature(ollivier_ricci).parameters.items()
-                    if name in SINKHORN_ACCURACY}
-        for label, kwargs in ((f"defaults {defaults}", {}),
-                              (f"SINKHORN_ACCURACY {SINKHORN_ACCURACY}", SINKHORN_ACCURACY)):
+        defaults = {
+            name: param.default
+            for name, param in inspect.signature(ollivier_ricci).parameters.items()
+            if name in SINKHORN_ACCURACY
+        }
+        for label, kwargs in (
+            (f"defaults {defaults}", {}),
+            (f"SINKHORN_ACCURACY {SINKHORN_ACCURACY}", SINKHORN_ACCURACY),
+        ):
             kappa = ollivier_ricci(lengths, graphs[:n_peer], **kwargs).double().numpy()
             err = np.abs(kappa - initial)[adj[:n_peer]]
             parity.append((f"initial curvature max abs error, {label}", f"{err.max():.2e}"))
@@ -199,19 +250,23 @@ def main() -> None:
     for name, ms, ratio in rows:
         shown = "" if ratio is None else f"{ratio:.1f}x"
         print(f"| {name} | {ms:.1f} | {shown} |")
-    print("(speed-up: the peer's ms/query over georag's faster configuration above; both "
-          "use at most the machine's cores)")
+    print(
+        "(speed-up: the peer's ms/query over georag's faster configuration above; both "
+        "use at most the machine's cores)"
+    )
     if parity:
         print("\n| parity with GraphRicciCurvature | value |")
         print("|---|---|")
         for name, value in parity:
             print(f"| {name} | {value} |")
     memory = peak_memory(adjacency[: args.memory_batch], args.device)
-    print(f"\n| B={args.memory_batch} flow | peak RSS {memory['peak_rss_mb']:.0f} MB "
-          f"(process before the flow {memory['rss_before_mb']:.0f} MB, flow adds "
-          f"{memory['flow_extra_mb']:.0f} MB) | {memory['seconds']:.2f} s "
-          f"({memory['seconds'] / args.memory_batch * 1e3:.1f} ms/query) |"
-          + (f" CUDA peak {memory['cuda_peak_mb']:.0f} MB |" if "cuda_peak_mb" in memory else ""))
+    print(
+        f"\n| B={args.memory_batch} flow | peak RSS {memory['peak_rss_mb']:.0f} MB "
+        f"(process before the flow {memory['rss_before_mb']:.0f} MB, flow adds "
+        f"{memory['flow_extra_mb']:.0f} MB) | {memory['seconds']:.2f} s "
+        f"({memory['seconds'] / args.memory_batch * 1e3:.1f} ms/query) |"
+        + (f" CUDA peak {memory['cuda_peak_mb']:.0f} MB |" if "cuda_peak_mb" in memory else "")
+    )
 
 
 if __name__ == "__main__":

@@ -51,16 +51,22 @@ print(json.dumps({"seconds": seconds, "keep": keep}))
 
 def run(tree: Path, path: Path, threads: int) -> dict:
     env = {**os.environ, "PYTHONPATH": str(tree), "OMP_NUM_THREADS": str(threads)}
-    out = subprocess.run([sys.executable, "-c", CHILD, str(path), str(threads)], env=env,
-                         check=True, capture_output=True, text=True)
+    out = subprocess.run(
+        [sys.executable, "-c", CHILD, str(path), str(threads)],
+        env=env,
+        check=True,
+        capture_output=True,
+        text=True,
+    )
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--base-tree", required=True, type=Path)
-    parser.add_argument("--data-dir", default=os.environ.get("GEORAG_DATA",
-                                                             str(ROOT.parent / "shared" / "data")))
+    parser.add_argument(
+        "--data-dir", default=os.environ.get("GEORAG_DATA", str(ROOT.parent / "shared" / "data"))
+    )
     parser.add_argument("--batch", type=int, default=256)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--threads", type=int, default=1)
@@ -81,14 +87,18 @@ def main() -> None:
                 times[name].append(out["seconds"])
                 keeps[name] = np.array(out["keep"])
     real = adjacency[:, 0, 1:].numpy()
-    print(f"# SciFact dense top-20 graphs B={args.batch}, {args.threads} thread(s), "
-          f"{args.rounds} alternating rounds, load {os.getloadavg()}")
+    print(
+        f"# SciFact dense top-20 graphs B={args.batch}, {args.threads} thread(s), "
+        f"{args.rounds} alternating rounds, load {os.getloadavg()}"
+    )
     print("\n| code | median s | ms/query | runs |")
     print("|---|---:|---:|---|")
     for name, values in times.items():
         med = statistics.median(values)
-        print(f"| {name} | {med:.3f} | {med / args.batch * 1e3:.2f} | "
-              f"{', '.join(f'{v:.2f}' for v in values)} |")
+        print(
+            f"| {name} | {med:.3f} | {med / args.batch * 1e3:.2f} | "
+            f"{', '.join(f'{v:.2f}' for v in values)} |"
+        )
     ratio = statistics.median(times["this tree"]) / statistics.median(times["base tree"])
     print(f"\nthis / base time ratio: {ratio:.3f}")
     same = (keeps["this tree"] == keeps["base tree"])[real].mean()

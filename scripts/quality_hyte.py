@@ -33,12 +33,19 @@ from georag.retrieval.lorentz_index import LorentzIndex, build_lorentz_index
 METRICS = ("ndcg@10", "recall@100", "mrr@10")
 ALPHAS = (0.0, 0.3, 0.5, 0.7, 1.0)
 # general -> specific word pairs for the radial check (Table 3 of the paper)
-PAIRS = [("animal", "dog"), ("science", "biology"), ("disease", "diabetes"),
-         ("food", "apple"), ("cell", "neuron"), ("vehicle", "bicycle")]
+PAIRS = [
+    ("animal", "dog"),
+    ("science", "biology"),
+    ("disease", "diabetes"),
+    ("food", "apple"),
+    ("cell", "neuron"),
+    ("vehicle", "bicycle"),
+]
 
 
-def _doc_run(index: LorentzIndex, qids: list[str], scores: torch.Tensor,
-             indices: torch.Tensor) -> dict[str, dict[str, float]]:
+def _doc_run(
+    index: LorentzIndex, qids: list[str], scores: torch.Tensor, indices: torch.Tensor
+) -> dict[str, dict[str, float]]:
     """Chunk hits -> document run (a document scores as its best chunk)."""
     doc_of = index.doc_ids
     run: dict[str, dict[str, float]] = {}
@@ -56,8 +63,13 @@ def _exhaustive(index: LorentzIndex, queries: list[str], k: int = 100):
     return lorentz_gram(q, index.points).topk(min(k, len(index)), dim=1)
 
 
-def evaluate_dataset(name: str, data_dir: str, encoders: dict[str, HyTEEncoder],
-                     dense: TextEncoder | None, work: Path) -> list[tuple[str, dict]]:
+def evaluate_dataset(
+    name: str,
+    data_dir: str,
+    encoders: dict[str, HyTEEncoder],
+    dense: TextEncoder | None,
+    work: Path,
+) -> list[tuple[str, dict]]:
     ds = load_beir(name, split="test", data_dir=data_dir, download=False)
     docs = {d: doc.full_text for d, doc in ds.corpus.items() if doc.full_text.strip()}
     if len(docs) < len(ds.corpus):
@@ -68,35 +80,53 @@ def evaluate_dataset(name: str, data_dir: str, encoders: dict[str, HyTEEncoder],
     for label, encoder in encoders.items():
         start = time.perf_counter()
         index = build_lorentz_index(docs, work / f"{name}-{label}", encoder=encoder)
-        print(f"  {name}: {label} index of {len(index)} chunks built in "
-              f"{time.perf_counter() - start:.1f} s")
+        print(
+            f"  {name}: {label} index of {len(index)} chunks built in "
+            f"{time.perf_counter() - start:.1f} s"
+        )
         if label == "untrained":
             scores, indices = index.bm25.search(queries, 100)
-            rows.append(("BM25 (whitespace, k1=1.2, b=0.75)",
-                         evaluate(_doc_run(index, qids, scores, indices), ds.qrels, METRICS)))
+            rows.append(
+                (
+                    "BM25 (whitespace, k1=1.2, b=0.75)",
+                    evaluate(_doc_run(index, qids, scores, indices), ds.qrels, METRICS),
+                )
+            )
         for alpha in ALPHAS:
             scores, indices = index.search(queries, 50, alpha=alpha)
-            rows.append((f"HyTE-H {label}, hybrid alpha={alpha}",
-                         evaluate(_doc_run(index, qids, scores, indices), ds.qrels, METRICS)))
+            rows.append(
+                (
+                    f"HyTE-H {label}, hybrid alpha={alpha}",
+                    evaluate(_doc_run(index, qids, scores, indices), ds.qrels, METRICS),
+                )
+            )
         scores, indices = _exhaustive(index, queries)
-        rows.append((f"HyTE-H {label}, exhaustive Lorentz",
-                     evaluate(_doc_run(index, qids, scores, indices), ds.qrels, METRICS)))
+        rows.append(
+            (
+                f"HyTE-H {label}, exhaustive Lorentz",
+                evaluate(_doc_run(index, qids, scores, indices), ds.qrels, METRICS),
+            )
+        )
     if dense is not None:
         ids = list(docs)
         doc_emb, _ = corpus_embeddings([docs[d] for d in ids], dense)  # georag's disk cache
         q_emb = dense.encode(queries)
         scores, indices = (q_emb @ doc_emb.T).topk(min(100, len(ids)), dim=1)
-        run = {q: {ids[j]: s for j, s in zip(ri, rs, strict=True)}
-               for q, ri, rs in zip(qids, indices.tolist(), scores.tolist(), strict=True)}
-        rows.append(("dense all-MiniLM-L6-v2 cosine (reference)",
-                     evaluate(run, ds.qrels, METRICS)))
+        run = {
+            q: {ids[j]: s for j, s in zip(ri, rs, strict=True)}
+            for q, ri, rs in zip(qids, indices.tolist(), scores.tolist(), strict=True)
+        }
+        rows.append(("dense all-MiniLM-L6-v2 cosine (reference)", evaluate(run, ds.qrels, METRICS)))
     return rows
 
 
 def radial_table(encoders: dict[str, HyTEEncoder]) -> list[str]:
-    lines = ["| general | specific | " + " | ".join(
-        f"r {label} (gen / spec)" for label in encoders) + " |",
-        "|---|---|" + "---|" * len(encoders)]
+    lines = [
+        "| general | specific | "
+        + " | ".join(f"r {label} (gen / spec)" for label in encoders)
+        + " |",
+        "|---|---|" + "---|" * len(encoders),
+    ]
     wins = dict.fromkeys(encoders, 0)
     for general, specific in PAIRS:
         cells = []
@@ -106,8 +136,10 @@ def radial_table(encoders: dict[str, HyTEEncoder]) -> list[str]:
             wins[label] += r[1] > r[0]
             cells.append(f"{r[0]:.4f} / {r[1]:.4f}" + (" ok" if r[1] > r[0] else ""))
         lines.append(f"| {general} | {specific} | " + " | ".join(cells) + " |")
-    lines.append("specific farther out: " + ", ".join(
-        f"{label} {wins[label]}/{len(PAIRS)}" for label in encoders))
+    lines.append(
+        "specific farther out: "
+        + ", ".join(f"{label} {wins[label]}/{len(PAIRS)}" for label in encoders)
+    )
     return lines
 
 
@@ -124,10 +156,12 @@ def main() -> None:
     if args.weights:
         encoders["trained"] = HyTEEncoder.from_pretrained(weights=args.weights)
     dense = None if args.no_dense else TextEncoder("all-MiniLM-L6-v2")
-    print("config: chunks W=300 O=60 words; BM25 k1=1.2 b=0.75 whitespace; top-M=50; "
-          "K=1, P=1, sigmoid offset 2; untrained = seed 0 init; "
-          f"trained = {args.weights or 'none'}; torch {torch.__version__}, "
-          f"{torch.get_num_threads()} threads")
+    print(
+        "config: chunks W=300 O=60 words; BM25 k1=1.2 b=0.75 whitespace; top-M=50; "
+        "K=1, P=1, sigmoid offset 2; untrained = seed 0 init; "
+        f"trained = {args.weights or 'none'}; torch {torch.__version__}, "
+        f"{torch.get_num_threads()} threads"
+    )
     results = {}
     with tempfile.TemporaryDirectory() as tmp:
         for name in args.datasets:

@@ -71,18 +71,26 @@ class Prepared:
 def prepare(name: str, data_dir: Path, encoder: TextEncoder, cache: Path) -> Prepared:
     """Load, embed (cached) and build the passage graph (cached) of one data set."""
     dataset = load_multihop(data_dir / DATASETS[name], name=name)
-    stage = FirstStage(dataset, FirstStageConfig(first_stage="dense", top_m=10),
-                       encoder=encoder, cache_dir=cache / "embeddings")
+    stage = FirstStage(
+        dataset,
+        FirstStageConfig(first_stage="dense", top_m=10),
+        encoder=encoder,
+        cache_dir=cache / "embeddings",
+    )
     docs = [dataset.corpus[d] for d in stage.units.doc_ids]
-    graph = build_passage_graph(stage.embeddings, [d.title for d in docs],
-                                [d.text for d in docs], cache_dir=cache / "graphs")
+    graph = build_passage_graph(
+        stage.embeddings,
+        [d.title for d in docs],
+        [d.text for d in docs],
+        cache_dir=cache / "graphs",
+    )
     query_ids = list(dataset.queries)
     texts = [dataset.queries[q] for q in query_ids]
     key = EmbeddingCache.key(encoder.name, texts, kind="queries")
     queries, _ = EmbeddingCache(cache / "embeddings").get_or_compute(
-        key, len(texts), lambda: encoder.encode(texts))
-    return Prepared(dataset, list(stage.units.doc_ids), stage.embeddings, graph, query_ids,
-                    queries)
+        key, len(texts), lambda: encoder.encode(texts)
+    )
+    return Prepared(dataset, list(stage.units.doc_ids), stage.embeddings, graph, query_ids, queries)
 
 
 def head_radius(head: PoincareHead, embeddings: torch.Tensor) -> torch.Tensor:
@@ -112,8 +120,9 @@ class RandomPrune(IsoRag):
         return weights.masked_fill(pick, 0.0), pick
 
 
-def methods(p: Prepared, config: IsoRagConfig, radius: torch.Tensor,
-            trained: torch.Tensor | None) -> list[tuple[str, object]]:
+def methods(
+    p: Prepared, config: IsoRagConfig, radius: torch.Tensor, trained: torch.Tensor | None
+) -> list[tuple[str, object]]:
     def iso(cfg: IsoRagConfig, r: torch.Tensor = radius, cls: type = IsoRag) -> IsoRag:
         return cls(cfg).fit_graph(p.embeddings, p.graph, r)
 
@@ -122,11 +131,21 @@ def methods(p: Prepared, config: IsoRagConfig, radius: torch.Tensor,
 
     out = [
         ("dense", DenseRetriever().fit_embeddings(p.embeddings)),
-        ("ppr_global", ppr(GlobalPPRConfig(num_seeds=config.num_seeds,
-                                           topo_weight=config.topo_weight))),
-        ("ppr_global+mix", ppr(GlobalPPRConfig(num_seeds=config.num_seeds,
-                                               damping=config.damping, lam=config.lam,
-                                               topo_weight=config.topo_weight))),
+        (
+            "ppr_global",
+            ppr(GlobalPPRConfig(num_seeds=config.num_seeds, topo_weight=config.topo_weight)),
+        ),
+        (
+            "ppr_global+mix",
+            ppr(
+                GlobalPPRConfig(
+                    num_seeds=config.num_seeds,
+                    damping=config.damping,
+                    lam=config.lam,
+                    topo_weight=config.topo_weight,
+                )
+            ),
+        ),
         ("iso_rag", iso(config)),
         ("iso_rag-noprune", iso(dataclasses.replace(config, prune_threshold=float("inf")))),
         ("iso_rag-notopo", iso(dataclasses.replace(config, topological=False))),
@@ -138,8 +157,14 @@ def methods(p: Prepared, config: IsoRagConfig, radius: torch.Tensor,
     return out
 
 
-def dataset_rows(name: str, data_dir: Path, config: IsoRagConfig, head: PoincareHead | None,
-                 encoder: TextEncoder, cache: Path) -> tuple[list[dict], dict]:
+def dataset_rows(
+    name: str,
+    data_dir: Path,
+    config: IsoRagConfig,
+    head: PoincareHead | None,
+    encoder: TextEncoder,
+    cache: Path,
+) -> tuple[list[dict], dict]:
     """Every method and baseline on one multi-hop set: one row each, and the graph's counts."""
     p = prepare(name, data_dir, encoder, cache)
     trained = head_radius(head, p.embeddings) if head is not None else None
@@ -150,14 +175,19 @@ def dataset_rows(name: str, data_dir: Path, config: IsoRagConfig, head: Poincare
         seconds = time.perf_counter() - start
         values = evaluate(output_to_run(out, p.query_ids, p.doc_ids), p.dataset.qrels, METRICS)
         edges = out.edges.double().mean().item()
-        rows.append({
-            "dataset": name, "method": label + (" (train)" if name == TRAIN_SET else ""),
-            "recall@2": values["recall@2"], "recall@5": values["recall@5"],
-            "nodes": out.nodes.double().mean().item(), "edges": edges,
-            "edges_removed": out.removed.double().mean().item(),
-            "ms_per_query": 1e3 * seconds / len(p.query_ids)})
-    return rows, {"passages": len(p.doc_ids), "questions": len(p.query_ids),
-                  **p.graph.counts()}
+        rows.append(
+            {
+                "dataset": name,
+                "method": label + (" (train)" if name == TRAIN_SET else ""),
+                "recall@2": values["recall@2"],
+                "recall@5": values["recall@5"],
+                "nodes": out.nodes.double().mean().item(),
+                "edges": edges,
+                "edges_removed": out.removed.double().mean().item(),
+                "ms_per_query": 1e3 * seconds / len(p.query_ids),
+            }
+        )
+    return rows, {"passages": len(p.doc_ids), "questions": len(p.query_ids), **p.graph.counts()}
 
 
 def results_rows(data_dir: str | Path, *, head: Path | None = None) -> list[dict]:
@@ -166,8 +196,9 @@ def results_rows(data_dir: str | Path, *, head: Path | None = None) -> list[dict
     model = PoincareHead.load(head) if head else None
     rows = []
     for name in DATASETS:
-        rows += dataset_rows(name, Path(data_dir), IsoRagConfig(), model, encoder,
-                             default_cache_dir())[0]
+        rows += dataset_rows(
+            name, Path(data_dir), IsoRagConfig(), model, encoder, default_cache_dir()
+        )[0]
     return rows
 
 
@@ -176,17 +207,24 @@ def main() -> None:
     parser.add_argument("--datasets", nargs="+", default=list(DATASETS))
     parser.add_argument("--data-dir", type=Path, default=None, help="default: $GEORAG_DATA")
     parser.add_argument("--head", type=Path, default=None, help="trained PoincareHead (.pt)")
-    parser.add_argument("--set", nargs="*", default=[], metavar="FIELD=VALUE",
-                        help="IsoRagConfig overrides, e.g. lam=0.5 prune_threshold=2")
+    parser.add_argument(
+        "--set",
+        nargs="*",
+        default=[],
+        metavar="FIELD=VALUE",
+        help="IsoRagConfig overrides, e.g. lam=0.5 prune_threshold=2",
+    )
     args = parser.parse_args()
     data_dir = args.data_dir or Path(
-        os.environ.get("GEORAG_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
+        os.environ.get("GEORAG_DATA", Path(__file__).resolve().parents[2] / "shared" / "data")
+    )
     overrides = {}
     for item in args.set:
         field, value = item.split("=", 1)
         kind = {f.name: f.type for f in dataclasses.fields(IsoRagConfig)}[field]
-        overrides[field] = {"int": int, "float": float, "bool": lambda v: v == "true",
-                            "str": str}[kind](value)
+        overrides[field] = {"int": int, "float": float, "bool": lambda v: v == "true", "str": str}[
+            kind
+        ](value)
     config = IsoRagConfig(**overrides)
     head = PoincareHead.load(args.head) if args.head else None
     encoder = TextEncoder(show_progress=False)
@@ -195,19 +233,25 @@ def main() -> None:
         print(f"trained head {args.head} (trained on {TRAIN_SET} only)")
     for name in args.datasets:
         rows, counts = dataset_rows(name, data_dir, config, head, encoder, default_cache_dir())
-        print(f"\n=== {name}: {counts['passages']} passages, {counts['questions']} questions, "
-              f"graph {counts['edges']} edges ({counts['semantic']} semantic, "
-              f"{counts['topological']} topological, {counts['both']} both)")
+        print(
+            f"\n=== {name}: {counts['passages']} passages, {counts['questions']} questions, "
+            f"graph {counts['edges']} edges ({counts['semantic']} semantic, "
+            f"{counts['topological']} topological, {counts['both']} both)"
+        )
         base = rows[0]
-        print(f"  {'method':<26} {'R@2':>7} {'R@5':>7} {'dR@5':>7} {'nodes':>6} "
-              f"{'edges':>7} {'pruned':>7} {'pruned%':>7} {'ms/q':>7}")
+        print(
+            f"  {'method':<26} {'R@2':>7} {'R@5':>7} {'dR@5':>7} {'nodes':>6} "
+            f"{'edges':>7} {'pruned':>7} {'pruned%':>7} {'ms/q':>7}"
+        )
         for row in rows:
             local = row["edges"] and "global" not in row["method"]
             share = 100 * row["edges_removed"] / row["edges"] if local else 0.0
-            print(f"  {row['method']:<26} {row['recall@2']:7.4f} {row['recall@5']:7.4f} "
-                  f"{row['recall@5'] - base['recall@5']:+7.4f} {row['nodes']:6.1f} "
-                  f"{row['edges']:7.1f} {row['edges_removed']:7.1f} {share:6.1f}% "
-                  f"{row['ms_per_query']:7.2f}")
+            print(
+                f"  {row['method']:<26} {row['recall@2']:7.4f} {row['recall@5']:7.4f} "
+                f"{row['recall@5'] - base['recall@5']:+7.4f} {row['nodes']:6.1f} "
+                f"{row['edges']:7.1f} {row['edges_removed']:7.1f} {share:6.1f}% "
+                f"{row['ms_per_query']:7.2f}"
+            )
 
 
 if __name__ == "__main__":

@@ -85,20 +85,34 @@ def fit(method: str, options: dict, train: Pool, args, folder: Path):
     """Train ``method`` on ``train`` (its rows: training + validation); returns
     ``(reranker, seconds, summary)``."""
     L.seed_everything(args.seed, verbose=False)
-    data = LearnedPoolData(dataset="given", protocol="holdout", val_fraction=args.val_fraction,
-                           seed=args.seed, batch_size=args.batch_size).use_pool(train)
-    module = LearnedRerankerModule(method, options, loss=args.loss, lr=args.lr,
-                                   map_lr=args.map_lr)
+    data = LearnedPoolData(
+        dataset="given",
+        protocol="holdout",
+        val_fraction=args.val_fraction,
+        seed=args.seed,
+        batch_size=args.batch_size,
+    ).use_pool(train)
+    module = LearnedRerankerModule(method, options, loss=args.loss, lr=args.lr, map_lr=args.map_lr)
     trainer = L.Trainer(
-        max_epochs=args.epochs, accelerator="cpu", devices=1, default_root_dir=str(folder),
-        logger=CSVLogger(str(folder), name="logs"), enable_checkpointing=False,
-        enable_progress_bar=False, enable_model_summary=False, num_sanity_val_steps=0,
+        max_epochs=args.epochs,
+        accelerator="cpu",
+        devices=1,
+        default_root_dir=str(folder),
+        logger=CSVLogger(str(folder), name="logs"),
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        num_sanity_val_steps=0,
         callbacks=[EarlyStopping(monitor="val/ndcg@10", mode="max", patience=args.patience)],
     )
     trainer.fit(module, datamodule=data)
     reranker = module.reranker.eval()
-    summary = {"val_init": module.initial_ndcg, "val_best": module._best[0],
-               "epochs": trainer.current_epoch, "knobs": reranker.knobs()}
+    summary = {
+        "val_init": module.initial_ndcg,
+        "val_best": module._best[0],
+        "epochs": trainer.current_epoch,
+        "knobs": reranker.knobs(),
+    }
     return reranker, module.train_seconds, summary
 
 
@@ -111,10 +125,17 @@ def folds_of(dataset: str, args, encoder) -> list[tuple[Pool, Pool, str]]:
     pool = load_pool(dataset, split="test", encoder=encoder)
     out = []
     for fold in range(args.folds):
-        rows = split_rows(pool.batch.batch_size, protocol="kfold", val_fraction=args.val_fraction,
-                          seed=args.seed, folds=args.folds, fold=fold)
-        out.append((pool.subset(rows["train"] + rows["val"]), pool.subset(rows["report"]),
-                    f"fold{fold}"))
+        rows = split_rows(
+            pool.batch.batch_size,
+            protocol="kfold",
+            val_fraction=args.val_fraction,
+            seed=args.seed,
+            folds=args.folds,
+            fold=fold,
+        )
+        out.append(
+            (pool.subset(rows["train"] + rows["val"]), pool.subset(rows["report"]), f"fold{fold}")
+        )
     return out
 
 
@@ -131,8 +152,11 @@ def run_dataset(dataset: str, args, encoder) -> dict:
             notes.setdefault(name, []).append(note)
 
     for train, report, label in folds_of(dataset, args, encoder):
-        print(f"{dataset} {label}: {train.batch.batch_size} training queries, "
-              f"{report.batch.batch_size} report queries", flush=True)
+        print(
+            f"{dataset} {label}: {train.batch.batch_size} training queries, "
+            f"{report.batch.batch_size} report queries",
+            flush=True,
+        )
         qrels.update(report.qrels)
         assert not set(train.batch.query_ids) & set(report.batch.query_ids)
         folder = Path(args.work) / dataset / label
@@ -142,11 +166,16 @@ def run_dataset(dataset: str, args, encoder) -> dict:
             add(f"{short} paper", rerank(make_reranker(short), report))
             start = time.perf_counter()
             best, study = tune(method, train, trials=args.trials, seed=args.seed)
-            add(f"{short} tuned", rerank(make_reranker(method, {method: best}), report),
-                time.perf_counter() - start, {"knobs": best, "train_ndcg": study.best_value})
+            add(
+                f"{short} tuned",
+                rerank(make_reranker(method, {method: best}), report),
+                time.perf_counter() - start,
+                {"knobs": best, "train_ndcg": study.best_value},
+            )
             for suffix, options in (("learned", {}), ("learned+map", {"embedding_map": True})):
-                reranker, spent, summary = fit(method, options, train, args,
-                                               folder / f"{method}{suffix}")
+                reranker, spent, summary = fit(
+                    method, options, train, args, folder / f"{method}{suffix}"
+                )
                 add(f"{short} {suffix}", rerank(reranker, report), spent, summary)
                 print(f"  {short} {suffix}: {summary} {spent:.1f} s", flush=True)
         reranker, spent, summary = fit("learned_map", {}, train, args, folder / "map")
@@ -164,24 +193,36 @@ def statistics(result: dict, metrics: tuple[str, ...], args) -> list[dict]:
     qrels = result["qrels"]
     table = {name: per_query(run, qrels, metrics) for name, run in result["runs"].items()}
     queries = sorted(qrels)
-    values = {name: {m: np.array([t[m][q] for q in queries]) for m in metrics}
-              for name, t in table.items()}
+    values = {
+        name: {m: np.array([t[m][q] for q in queries]) for m in metrics}
+        for name, t in table.items()
+    }
     primary = metrics[0]
     dense = values["dense"][primary]
     rows, pvalues = [], []
     for name, per in values.items():
-        row = {"method": name, "queries": len(queries),
-               "train_s": result["seconds"].get(name, 0.0)}
+        row = {"method": name, "queries": len(queries), "train_s": result["seconds"].get(name, 0.0)}
         for metric in metrics:
             x = per[metric]
-            ci = bootstrap((x,), np.mean, n_resamples=args.resamples, confidence_level=0.95,
-                           method="percentile", rng=rng).confidence_interval
+            ci = bootstrap(
+                (x,),
+                np.mean,
+                n_resamples=args.resamples,
+                confidence_level=0.95,
+                method="percentile",
+                rng=rng,
+            ).confidence_interval
             row[metric] = float(x.mean())
             row[f"{metric}_ci"] = (float(ci.low), float(ci.high))
         if name != "dense":
-            test = permutation_test((per[primary], dense), lambda a, b: np.mean(a - b),
-                                    permutation_type="samples", n_resamples=args.resamples,
-                                    alternative="two-sided", rng=rng)
+            test = permutation_test(
+                (per[primary], dense),
+                lambda a, b: np.mean(a - b),
+                permutation_type="samples",
+                n_resamples=args.resamples,
+                alternative="two-sided",
+                rng=rng,
+            )
             row["delta"] = float((per[primary] - dense).mean())
             row["p"] = float(test.pvalue)
             pvalues.append(row["p"])
@@ -196,10 +237,16 @@ def statistics(result: dict, metrics: tuple[str, ...], args) -> list[dict]:
         raw = []
         for row in mapped:
             x = values[row["method"]][primary]
-            raw.append(permutation_test((x, alone), lambda a, b: np.mean(a - b),
-                                        permutation_type="samples",
-                                        n_resamples=args.resamples, alternative="two-sided",
-                                        rng=rng).pvalue)
+            raw.append(
+                permutation_test(
+                    (x, alone),
+                    lambda a, b: np.mean(a - b),
+                    permutation_type="samples",
+                    n_resamples=args.resamples,
+                    alternative="two-sided",
+                    rng=rng,
+                ).pvalue
+            )
             row["delta_map"] = float((x - alone).mean())
         for row, p in zip(mapped, multipletests(raw, method="holm")[1], strict=True):
             row["p_map_holm"] = float(p)
@@ -208,11 +255,19 @@ def statistics(result: dict, metrics: tuple[str, ...], args) -> list[dict]:
 
 def markdown(dataset: str, saved: dict) -> str:
     metrics, rows = saved["metrics"], saved["rows"]
-    names = {"ndcg@10": "NDCG@10", "recall@10": "Recall@10", "recall@2": "Recall@2",
-             "recall@5": "Recall@5", "mrr@10": "MRR@10"}
-    head = ("| method | " + " | ".join(f"{names[m]} [95% CI]" for m in metrics)
-            + f" | Δ{names[metrics[0]]} vs dense | p (Holm) | Δ vs map alone | p (Holm) "
-            "| training s |\n|" + "---|" * (len(metrics) + 6) + "\n")
+    names = {
+        "ndcg@10": "NDCG@10",
+        "recall@10": "Recall@10",
+        "recall@2": "Recall@2",
+        "recall@5": "Recall@5",
+        "mrr@10": "MRR@10",
+    }
+    head = (
+        "| method | "
+        + " | ".join(f"{names[m]} [95% CI]" for m in metrics)
+        + f" | Δ{names[metrics[0]]} vs dense | p (Holm) | Δ vs map alone | p (Holm) "
+        "| training s |\n|" + "---|" * (len(metrics) + 6) + "\n"
+    )
     lines = []
     for r in rows:
         cells = [r["method"]]
@@ -230,18 +285,25 @@ def markdown(dataset: str, saved: dict) -> str:
         cells.append(f"{r['p_map_holm']:.4f}" if "p_map_holm" in r else "")
         cells.append(f"{r['train_s']:.1f}" if r["train_s"] else "")
         lines.append("| " + " | ".join(cells) + " |")
-    return (f"### {dataset} ({rows[0]['queries']} report queries)\n\n"
-            "Learned rows: validation NDCG@10 on held-out training queries at the start "
-            "(paper defaults) → at the exported epoch, mean over folds.\n\n"
-            f"`{saved['command']}`; {saved['date']}, load average {saved['load']}\n\n"
-            + head + "\n".join(lines))
+    return (
+        f"### {dataset} ({rows[0]['queries']} report queries)\n\n"
+        "Learned rows: validation NDCG@10 on held-out training queries at the start "
+        "(paper defaults) → at the exported epoch, mean over folds.\n\n"
+        f"`{saved['command']}`; {saved['date']}, load average {saved['load']}\n\n"
+        + head
+        + "\n".join(lines)
+    )
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--datasets", nargs="+", default=["scifact", "cranfield", "cisi"])
-    parser.add_argument("--methods", nargs="+", default=list(GEOMETRIC),
-                        help="learnable geometric rerankers (registry names)")
+    parser.add_argument(
+        "--methods",
+        nargs="+",
+        default=list(GEOMETRIC),
+        help="learnable geometric rerankers (registry names)",
+    )
     parser.add_argument("--trials", type=int, default=50)
     parser.add_argument("--epochs", type=int, default=40)
     parser.add_argument("--patience", type=int, default=8)
@@ -256,8 +318,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--work", default="runs/quality_learned")
     parser.add_argument("--out", default="docs/learned_results.md")
-    parser.add_argument("--render", action="store_true",
-                        help="only rewrite --out from the sections saved in --work")
+    parser.add_argument(
+        "--render", action="store_true", help="only rewrite --out from the sections saved in --work"
+    )
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     work = Path(args.work)
@@ -268,19 +331,23 @@ def main(argv: list[str] | None = None) -> None:
         result = run_dataset(dataset, args, encoder)
         metrics = metrics_of(dataset)
         saved = {
-            "metrics": metrics, "rows": statistics(result, metrics, args),
+            "metrics": metrics,
+            "rows": statistics(result, metrics, args),
             "notes": result["notes"],
             "command": f"python scripts/quality_learned.py --datasets {dataset} --trials "
-                       f"{args.trials} --epochs {args.epochs} --patience {args.patience} "
-                       f"--lr {args.lr} --seed {args.seed}",
+            f"{args.trials} --epochs {args.epochs} --patience {args.patience} "
+            f"--lr {args.lr} --seed {args.seed}",
             "date": f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC, "
-                    f"{(time.perf_counter() - started) / 60:.1f} min",
+            f"{(time.perf_counter() - started) / 60:.1f} min",
             "load": f"{load_start:.1f} -> {os.getloadavg()[0]:.1f}",
         }
         (work / f"{dataset}.json").write_text(json.dumps(saved, indent=1, default=str))
         print(markdown(dataset, saved), flush=True)
-    sections = [markdown(name, json.loads((work / f"{name}.json").read_text()))
-                for name in ORDER if (work / f"{name}.json").is_file()]
+    sections = [
+        markdown(name, json.loads((work / f"{name}.json").read_text()))
+        for name in ORDER
+        if (work / f"{name}.json").is_file()
+    ]
     header = (
         "# Learned geometry: results\n\n"
         "Generated by `scripts/quality_learned.py` (one section per data set, each with its "

@@ -56,11 +56,15 @@ class BM25Stage:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data-dir", default=os.environ.get(
-        "GEORAG_DATA", str(ROOT.parent / "shared" / "data")))
-    parser.add_argument("--second-stage", default="all-mpnet-base-v2",
-                        help="bi-encoder model name or sentence-transformers folder, or "
-                             "'bm25' for a lexical second stage")
+    parser.add_argument(
+        "--data-dir", default=os.environ.get("GEORAG_DATA", str(ROOT.parent / "shared" / "data"))
+    )
+    parser.add_argument(
+        "--second-stage",
+        default="all-mpnet-base-v2",
+        help="bi-encoder model name or sentence-transformers folder, or "
+        "'bm25' for a lexical second stage",
+    )
     parser.add_argument("--out", default="runs/ricci", help="folder for the PNGs")
     parser.add_argument("--seed", type=int, default=0, help="seed of the random removal")
     args = parser.parse_args()
@@ -101,11 +105,12 @@ def main() -> None:
         "Ricci-Filtration alone (dense order of the kept)": ricci(pool),
         "Ricci-Filtration + same second stage": RerankPipeline([ricci, second])(pool),
     }
-    print(f"# SciFact test: {len(pool.query_ids)} queries, dense top-20 (all-MiniLM-L6-v2); "
-          f"Ricci-Filtration {config}; flow {ricci_s:.1f} s for the batch; second stage "
-          f"{args.second_stage} ({second_s:.1f} s on the 20 of every query)")
-    values = {name: per_query(result.to_run(pool), qrels, metrics)
-              for name, result in rows.items()}
+    print(
+        f"# SciFact test: {len(pool.query_ids)} queries, dense top-20 (all-MiniLM-L6-v2); "
+        f"Ricci-Filtration {config}; flow {ricci_s:.1f} s for the batch; second stage "
+        f"{args.second_stage} ({second_s:.1f} s on the 20 of every query)"
+    )
+    values = {name: per_query(result.to_run(pool), qrels, metrics) for name, result in rows.items()}
     table = summarize(values, metrics, baseline="dense top-20 order")
     print()
     print(markdown_table(table, ("method", *metrics, "ndcg@10_p_value")))
@@ -113,14 +118,22 @@ def main() -> None:
 
     keep = details.keep.cpu().numpy()
     real = pool.mask.cpu().numpy()
-    relevant = np.array([[doc in qrels.get(q, {}) and qrels[q][doc] > 0 for doc in row]
-                         for q, row in zip(pool.query_ids, pool.doc_ids)]) & real
+    relevant = (
+        np.array(
+            [
+                [doc in qrels.get(q, {}) and qrels[q][doc] > 0 for doc in row]
+                for q, row in zip(pool.query_ids, pool.doc_ids)
+            ]
+        )
+        & real
+    )
     removed = real & ~keep
     n_removed = removed.sum(1)
     share_ricci = (removed & ~relevant).sum() / max(n_removed.sum(), 1)
     nonrel = (real & ~relevant).sum(1)
     expected_random = (n_removed * nonrel / np.maximum(real.sum(1), 1)).sum() / max(
-        n_removed.sum(), 1)
+        n_removed.sum(), 1
+    )
     gen = np.random.default_rng(args.seed)
     drawn = 0
     for row in range(len(pool.query_ids)):
@@ -130,26 +143,39 @@ def main() -> None:
     print("\n| filter statistic | value |")
     print("|---|---|")
     print(f"| mean kept of 20 (paper: 16.7 on TriviaQA) | {keep.sum(1).mean():.2f} |")
-    print(f"| queries keeping all 20 / keeping < 10 | {(keep.sum(1) == 20).sum()} / "
-          f"{(keep.sum(1) < 10).sum()} |")
+    print(
+        f"| queries keeping all 20 / keeping < 10 | {(keep.sum(1) == 20).sum()} / "
+        f"{(keep.sum(1) < 10).sum()} |"
+    )
     print(f"| removed chunks | {n_removed.sum()} |")
-    print(f"| relevant chunks in the top 20 / removed by the filter | {relevant.sum()} / "
-          f"{(removed & relevant).sum()} |")
-    print(f"| share of removed chunks that are non-relevant: Ricci-Filtration | "
-          f"{share_ricci:.4f} |")
-    print(f"| same, removing as many at random (expectation / one draw, seed {args.seed}) | "
-          f"{expected_random:.4f} / {drawn / max(n_removed.sum(), 1):.4f} |")
+    print(
+        f"| relevant chunks in the top 20 / removed by the filter | {relevant.sum()} / "
+        f"{(removed & relevant).sum()} |"
+    )
+    print(
+        f"| share of removed chunks that are non-relevant: Ricci-Filtration | {share_ricci:.4f} |"
+    )
+    print(
+        f"| same, removing as many at random (expectation / one draw, seed {args.seed}) | "
+        f"{expected_random:.4f} / {drawn / max(n_removed.sum(), 1):.4f} |"
+    )
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     row = int(np.argmax(n_removed > 0))
     history = details.flow.history_lengths[:, row, 0, 1:].cpu().numpy()
     labels = relevant[row][details.slots[row].cpu().numpy()]
-    plot_flow(history, out / "ricci_flow_example.png", eta=config.eta, relevant=labels,
-              title=f"SciFact query {pool.query_ids[row]}: query-edge lengths")
+    plot_flow(
+        history,
+        out / "ricci_flow_example.png",
+        eta=config.eta,
+        relevant=labels,
+        title=f"SciFact query {pool.query_ids[row]}: query-edge lengths",
+    )
     finals = details.query_lengths.cpu().numpy()[real]
-    plot_query_edge_histogram(finals, out / "ricci_query_edge_histogram.png", eta=config.eta,
-                              relevant=relevant[real])
+    plot_query_edge_histogram(
+        finals, out / "ricci_query_edge_histogram.png", eta=config.eta, relevant=relevant[real]
+    )
     print(f"\nPNGs: {out / 'ricci_flow_example.png'}, {out / 'ricci_query_edge_histogram.png'}")
 
 

@@ -34,8 +34,12 @@ def main() -> None:
     parser.add_argument("--accelerator", default="auto")
     parser.add_argument("--devices", default="1", help="number of devices/processes")
     parser.add_argument("--strategy", default="auto", help="e.g. ddp (gloo on CPU, nccl on GPU)")
-    parser.add_argument("--threads", type=int, help="torch CPU threads per process (default: "
-                        "$GEORAG_THREADS, $OMP_NUM_THREADS, else the free cores)")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        help="torch CPU threads per process (default: "
+        "$GEORAG_THREADS, $OMP_NUM_THREADS, else the free cores)",
+    )
     args = parser.parse_args()
     print(apply_thread_policy(args.threads).describe())
     dataset = load_beir(args.dataset, split=args.split, data_dir=args.data_dir)

@@ -21,8 +21,9 @@ import numpy as np
 import torch
 
 
-def random_graphs(seed: int, batch: int, n: int, *, weighted: bool
-                  ) -> tuple[torch.Tensor, torch.Tensor]:
+def random_graphs(
+    seed: int, batch: int, n: int, *, weighted: bool
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Erdos-Renyi graphs (float64 lengths, bool adjacency), density in [0.15, 0.8]."""
     gen = np.random.default_rng(seed)
     lengths = np.zeros((batch, n, n))
@@ -47,11 +48,16 @@ def main() -> None:
     from georag.geometry.ricci import SINKHORN_ACCURACY, ollivier_ricci
 
     settings = {"defaults": {"method": "sinkhorn"}, "SINKHORN_ACCURACY": SINKHORN_ACCURACY}
-    defaults = {name: param.default for name, param in
-                inspect.signature(ollivier_ricci).parameters.items() if name in SINKHORN_ACCURACY}
-    print(f"# {args.graphs} graphs per case, seed {args.seed}, {args.threads} threads, "
-          f"torch {torch.__version__}; defaults = {defaults}; "
-          f"SINKHORN_ACCURACY = {SINKHORN_ACCURACY}")
+    defaults = {
+        name: param.default
+        for name, param in inspect.signature(ollivier_ricci).parameters.items()
+        if name in SINKHORN_ACCURACY
+    }
+    print(
+        f"# {args.graphs} graphs per case, seed {args.seed}, {args.threads} threads, "
+        f"torch {torch.__version__}; defaults = {defaults}; "
+        f"SINKHORN_ACCURACY = {SINKHORN_ACCURACY}"
+    )
     print("\n| N | lengths | input dtype | setting | max abs error | seconds |")
     print("|---:|---|---|---|---:|---:|")
     worst: dict[str, float] = {}
@@ -67,8 +73,11 @@ def main() -> None:
                     error = float(np.abs(got.double().numpy() - exact).max())
                     worst[name] = max(worst.get(name, 0.0), error)
                     kind = "weighted [0.5, 2]" if weighted else "unit"
-                    print(f"| {n} | {kind} | {str(dtype)[6:]} | {name} | {error:.2e} | "
-                          f"{seconds:.2f} |", flush=True)
+                    print(
+                        f"| {n} | {kind} | {str(dtype)[6:]} | {name} | {error:.2e} | "
+                        f"{seconds:.2f} |",
+                        flush=True,
+                    )
     print("\n| setting | worst error over every case | goal |")
     print("|---|---:|---:|")
     for name, goal in (("defaults", 1e-2), ("SINKHORN_ACCURACY", 1e-3)):

@@ -48,7 +48,7 @@ def g_ab(a: int, b: int) -> tuple[np.ndarray, np.ndarray]:
     adjacency = np.zeros((n, n), dtype=bool)
     hubs = [c * (a + 1) for c in range(b + 1)]
     for c in range(b + 1):
-        adjacency[c * (a + 1):(c + 1) * (a + 1), c * (a + 1):(c + 1) * (a + 1)] = True
+        adjacency[c * (a + 1) : (c + 1) * (a + 1), c * (a + 1) : (c + 1) * (a + 1)] = True
     for p in hubs:
         for q in hubs:
             adjacency[p, q] = True
@@ -65,13 +65,21 @@ def random_graph(seed: int, n: int, weighted: bool) -> tuple[np.ndarray, np.ndar
 
 
 def cases(seed: int) -> list[tuple[str, np.ndarray, np.ndarray]]:
-    out = [("karate unit", *karate(False)), ("karate weighted", *karate(True)),
-           ("G(5,3)", *g_ab(5, 3)), ("two components (karate w, 5% cut)", *karate(True, 0.05))]
+    out = [
+        ("karate unit", *karate(False)),
+        ("karate weighted", *karate(True)),
+        ("G(5,3)", *g_ab(5, 3)),
+        ("two components (karate w, 5% cut)", *karate(True, 0.05)),
+    ]
     sizes = np.linspace(5, 60, 20).round().astype(int)
     for k, n in enumerate(sizes):
         weighted = bool(k % 2)
-        out.append((f"random N={n} {'weighted' if weighted else 'unit'}",
-                    *random_graph(seed + k, int(n), weighted)))
+        out.append(
+            (
+                f"random N={n} {'weighted' if weighted else 'unit'}",
+                *random_graph(seed + k, int(n), weighted),
+            )
+        )
     return out
 
 
@@ -79,9 +87,23 @@ def peer_flow(lengths: np.ndarray, adjacency: np.ndarray) -> dict[str, np.ndarra
     with tempfile.TemporaryDirectory() as tmp:
         inp, out = Path(tmp) / "g.npz", Path(tmp) / "r.npz"
         np.savez(inp, lengths=lengths[None], adjacency=adjacency[None])
-        subprocess.run([str(PEER), str(RUNNER), str(inp), str(out), "--mode", "flow",
-                        "--method", "OTD", "--proc", "1", "--checkpoints",
-                        *map(str, CHECKPOINTS)], check=True)
+        subprocess.run(
+            [
+                str(PEER),
+                str(RUNNER),
+                str(inp),
+                str(out),
+                "--mode",
+                "flow",
+                "--method",
+                "OTD",
+                "--proc",
+                "1",
+                "--checkpoints",
+                *map(str, CHECKPOINTS),
+            ],
+            check=True,
+        )
         return dict(np.load(out))
 
 
@@ -89,48 +111,69 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--first-case", type=int, default=0,
-                        help="skip the cases before this index (to split a run)")
-    parser.add_argument("--settings", nargs="*", default=None,
-                        help="indices of the settings to run (default: all four)")
+    parser.add_argument(
+        "--first-case",
+        type=int,
+        default=0,
+        help="skip the cases before this index (to split a run)",
+    )
+    parser.add_argument(
+        "--settings",
+        nargs="*",
+        default=None,
+        help="indices of the settings to run (default: all four)",
+    )
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
 
     from georag.geometry.ricci import SINKHORN_ACCURACY, RicciConvergenceWarning, ricci_flow
 
-    settings = {"defaults (auto = exact here)": {},
-                "sinkhorn (certified 5e-3)": {"method": "sinkhorn"},
-                "SINKHORN_ACCURACY (certified 5e-4)": SINKHORN_ACCURACY,
-                "filter setting (sinkhorn, accuracy=None)": {"method": "sinkhorn",
-                                                             "accuracy": None}}
+    settings = {
+        "defaults (auto = exact here)": {},
+        "sinkhorn (certified 5e-3)": {"method": "sinkhorn"},
+        "SINKHORN_ACCURACY (certified 5e-4)": SINKHORN_ACCURACY,
+        "filter setting (sinkhorn, accuracy=None)": {"method": "sinkhorn", "accuracy": None},
+    }
     if args.settings is not None:
         settings = {k: v for n, (k, v) in enumerate(settings.items()) if str(n) in args.settings}
-    print(f"# GRC 0.6.1 method=OTD proc=1 vs georag ricci_flow(iterations=40, delta=1e-4); "
-          f"{args.threads} torch threads, load {os.getloadavg()}, torch {torch.__version__}; "
-          f"SINKHORN_ACCURACY = {SINKHORN_ACCURACY}")
-    print("\n| graph | setting | weights err @3 / 10 / 20 / 40 | curvature err @3 / 10 / 20 / 40 "
-          "| worst curvature err | georag s |")
+    print(
+        f"# GRC 0.6.1 method=OTD proc=1 vs georag ricci_flow(iterations=40, delta=1e-4); "
+        f"{args.threads} torch threads, load {os.getloadavg()}, torch {torch.__version__}; "
+        f"SINKHORN_ACCURACY = {SINKHORN_ACCURACY}"
+    )
+    print(
+        "\n| graph | setting | weights err @3 / 10 / 20 / 40 | curvature err @3 / 10 / 20 / 40 "
+        "| worst curvature err | georag s |"
+    )
     print("|---|---|---|---|---:|---:|")
     worst: dict[str, float] = {}
-    for name, lengths, adjacency in cases(args.seed)[args.first_case:]:
+    for name, lengths, adjacency in cases(args.seed)[args.first_case :]:
         ref = peer_flow(lengths, adjacency)
         for label, kwargs in settings.items():
             start = time.perf_counter()
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", RicciConvergenceWarning)
-                res = ricci_flow(torch.tensor(lengths)[None], torch.tensor(adjacency)[None],
-                                 iterations=max(CHECKPOINTS), history=True, **kwargs)
+                res = ricci_flow(
+                    torch.tensor(lengths)[None],
+                    torch.tensor(adjacency)[None],
+                    iterations=max(CHECKPOINTS),
+                    history=True,
+                    **kwargs,
+                )
             seconds = time.perf_counter() - start
             w_err, k_err = [], []
             for k in CHECKPOINTS:
                 t = min(k, res.history_lengths.shape[0] - 1)  # the history ends where it stopped
                 w_err.append(np.abs(res.history_lengths[t, 0].numpy() - ref[f"lengths_{k}"]).max())
-                k_err.append(np.abs(res.history_curvature[t, 0].numpy()
-                                    - ref[f"curvature_{k}"]).max())
+                k_err.append(
+                    np.abs(res.history_curvature[t, 0].numpy() - ref[f"curvature_{k}"]).max()
+                )
             worst[label] = max(worst.get(label, 0.0), max(k_err))
-            print(f"| {name} | {label} | {' / '.join(f'{e:.1e}' for e in w_err)} | "
-                  f"{' / '.join(f'{e:.1e}' for e in k_err)} | {max(k_err):.1e} | {seconds:.2f} |",
-                  flush=True)
+            print(
+                f"| {name} | {label} | {' / '.join(f'{e:.1e}' for e in w_err)} | "
+                f"{' / '.join(f'{e:.1e}' for e in k_err)} | {max(k_err):.1e} | {seconds:.2f} |",
+                flush=True,
+            )
     print("\n| setting | worst curvature error over every graph and checkpoint |")
     print("|---|---:|")
     for label, value in worst.items():

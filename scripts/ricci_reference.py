@@ -31,7 +31,8 @@ def to_graph(lengths: np.ndarray, adjacency: np.ndarray) -> nx.Graph:
     graph.add_nodes_from(range(lengths.shape[0]))
     rows, cols = np.nonzero(np.triu(adjacency, 1))
     graph.add_weighted_edges_from(
-        (int(r), int(c), float(lengths[r, c])) for r, c in zip(rows, cols))
+        (int(r), int(c), float(lengths[r, c])) for r, c in zip(rows, cols)
+    )
     return graph
 
 
@@ -57,8 +58,7 @@ def main() -> None:
     final = np.zeros((b, n, n))
     flowed = np.zeros((b, n, n), dtype=bool)
     seconds = np.zeros(b)
-    options = dict(alpha=args.alpha, exp_power=args.exp_power, method=args.method,
-                   verbose="ERROR")
+    options = dict(alpha=args.alpha, exp_power=args.exp_power, method=args.method, verbose="ERROR")
     if args.proc > 0:
         options["proc"] = args.proc
     stages = {k: (np.zeros((b, n, n)), np.zeros((b, n, n))) for k in args.checkpoints}
@@ -72,18 +72,19 @@ def main() -> None:
             done, stopped = 0, False
             for k in sorted(args.checkpoints):
                 if not stopped and k > done:
-                    result = orc.compute_ricci_flow(iterations=k - done, step=args.step,
-                                                    delta=args.delta)
+                    result = orc.compute_ricci_flow(
+                        iterations=k - done, step=args.step, delta=args.delta
+                    )
                     kappa = [a["ricciCurvature"] for _, _, a in result.edges(data=True)]
                     stopped = max(kappa) - min(kappa) < args.delta
                     done = k
                 for x, y, attrs in result.edges(data=True):
-                    for store, value in zip(stages[k], (attrs["weight"],
-                                                        attrs["ricciCurvature"])):
+                    for store, value in zip(stages[k], (attrs["weight"], attrs["ricciCurvature"])):
                         store[g, x, y] = store[g, y, x] = value
         elif args.mode == "flow":
-            result = orc.compute_ricci_flow(iterations=args.iterations, step=args.step,
-                                            delta=args.delta)
+            result = orc.compute_ricci_flow(
+                iterations=args.iterations, step=args.step, delta=args.delta
+            )
         else:
             result = orc.compute_ricci_curvature()
         seconds[g] = time.perf_counter() - start
@@ -92,10 +93,14 @@ def main() -> None:
             curvature[g, x, y] = curvature[g, y, x] = kappa
             final[g, x, y] = final[g, y, x] = attrs["weight"]
             flowed[g, x, y] = flowed[g, y, x] = True
-    extra = {f"{name}_{k}": value for k, pair in stages.items()
-             for name, value in zip(("lengths", "curvature"), pair)}
-    np.savez(args.out, curvature=curvature, lengths=final, adjacency=flowed, seconds=seconds,
-             **extra)
+    extra = {
+        f"{name}_{k}": value
+        for k, pair in stages.items()
+        for name, value in zip(("lengths", "curvature"), pair)
+    }
+    np.savez(
+        args.out, curvature=curvature, lengths=final, adjacency=flowed, seconds=seconds, **extra
+    )
 
 
 if __name__ == "__main__":

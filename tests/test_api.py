@@ -38,9 +38,13 @@ def native_batch(encoder, scifact_case):
     q = encoder.encode([query])
     c = encoder.encode([d["text"] for d in docs])
     return CandidateBatch(
-        query=q, cands=c.unsqueeze(0), scores=(c @ q[0]).unsqueeze(0),
-        mask=torch.ones(1, len(docs), dtype=torch.bool), query_ids=["q"],
-        doc_ids=[[d["id"] for d in docs]], query_texts=[query],
+        query=q,
+        cands=c.unsqueeze(0),
+        scores=(c @ q[0]).unsqueeze(0),
+        mask=torch.ones(1, len(docs), dtype=torch.bool),
+        query_ids=["q"],
+        doc_ids=[[d["id"] for d in docs]],
+        query_texts=[query],
         cand_texts=[[d["text"] for d in docs]],
     )
 
@@ -57,13 +61,16 @@ def _native(spec, batch, docs, options):
 
 
 @pytest.mark.data
-@pytest.mark.parametrize("spec", [
-    "maniscope", "ricci+bi",
-    pytest.param("diffusion", marks=pytest.mark.slow),
-    pytest.param("ricci", marks=pytest.mark.slow),
-])
-def test_rank_equals_the_candidate_batch_path(spec, encoder, scifact_case, native_batch,
-                                              cache_dir):
+@pytest.mark.parametrize(
+    "spec",
+    [
+        "maniscope",
+        "ricci+bi",
+        pytest.param("diffusion", marks=pytest.mark.slow),
+        pytest.param("ricci", marks=pytest.mark.slow),
+    ],
+)
+def test_rank_equals_the_candidate_batch_path(spec, encoder, scifact_case, native_batch, cache_dir):
     data, qid, docs = scifact_case
     options = {"bi": {"model": "all-MiniLM-L6-v2", "cache_dir": str(cache_dir)}}
     # one on-disk cache for every spec: the first test encodes, the later ones read it

@@ -79,8 +79,24 @@ def test_index_then_search(tmp_path, embedding_cache_dir, monkeypatch, capsys, h
     monkeypatch.setenv("GEORAG_CACHE", str(embedding_cache_dir))
     argv = ["index", "--dataset", str(DEMO_DIR), "--out", str(tmp_path / "idx")]
     assert main(argv + (["--hyperbolic"] if hyperbolic else [])) == 0
-    assert main(["search", "--index", str(tmp_path / "idx"), "-k", "3", "why", "do", "tides",
-                 "rise", "and", "fall"]) == 0
+    assert (
+        main(
+            [
+                "search",
+                "--index",
+                str(tmp_path / "idx"),
+                "-k",
+                "3",
+                "why",
+                "do",
+                "tides",
+                "rise",
+                "and",
+                "fall",
+            ]
+        )
+        == 0
+    )
     hits = capsys.readouterr().out.strip().splitlines()[-3:]
     assert [int(line.split()[0]) for line in hits] == [1, 2, 3]
     assert any("tide" in line.lower() for line in hits)
@@ -100,8 +116,9 @@ def test_eval_runs_corpus_methods_beside_rerankers(tmp_path, embedding_cache_dir
     assert rows["iso"]["ndcg@10"] != rows["ppr_global"]["ndcg@10"]
 
 
-def test_eval_method_config_and_options_change_the_result(tmp_path, embedding_cache_dir,
-                                                          monkeypatch, capsys):
+def test_eval_method_config_and_options_change_the_result(
+    tmp_path, embedding_cache_dir, monkeypatch, capsys
+):
     """--method-config NAME=PATH and --method-option NAME.KEY=VALUE reach the method."""
     import json
 
@@ -110,8 +127,9 @@ def test_eval_method_config_and_options_change_the_result(tmp_path, embedding_ca
     monkeypatch.setenv("GEORAG_CACHE", str(embedding_cache_dir))
     root = Path(__file__).resolve().parents[1] / "configs" / "rerank"
     changed = tmp_path / "ricci.yaml"
-    changed.write_text((root / "ricci_filtration.yaml").read_text().replace(
-        "quantile: 0.5", "quantile: 0.9"))
+    changed.write_text(
+        (root / "ricci_filtration.yaml").read_text().replace("quantile: 0.5", "quantile: 0.9")
+    )
     assert "quantile: 0.9" in changed.read_text()
     base = ["eval", "--dataset", str(DEMO_DIR), "--top-m", "20", "--methods", "ricci,hyte"]
 
@@ -121,8 +139,7 @@ def test_eval_method_config_and_options_change_the_result(tmp_path, embedding_ca
         return {r["method"]: r for r in rows}
 
     same = kept("same", "--method-config", f"ricci={root / 'ricci_filtration.yaml'}")
-    other = kept("other", "--method-config", f"ricci={changed}",
-                 "--method-option", "hyte.top_m=5")
+    other = kept("other", "--method-config", f"ricci={changed}", "--method-option", "hyte.top_m=5")
     assert same["ricci"]["kept_mean"] != other["ricci"]["kept_mean"]
     assert same["hyte"]["kept_mean"] > 5 and other["hyte"]["kept_mean"] <= 5
     capsys.readouterr()

@@ -66,8 +66,9 @@ def test_bad_configs_are_one_line_errors(tmp_path):
 def test_option_strings_parse_to_the_field_types():
     ricci = config_class("ricci")
     assert parse_value(ricci, "iterations", "10") == 10
-    assert parse_value(ricci, "eta", "1") == 1.0 and isinstance(parse_value(ricci, "eta", "1"),
-                                                                float)
+    assert parse_value(ricci, "eta", "1") == 1.0 and isinstance(
+        parse_value(ricci, "eta", "1"), float
+    )
     iso = config_class("iso")
     assert parse_value(iso, "prune_threshold", "inf") == math.inf
     assert parse_value(iso, "head", "null") is None

@@ -37,8 +37,10 @@ def test_seal_round_trip_zip_and_plain():
         archive.writestr("a", "hello")
     for payload in (buffer.getvalue(), b"plain bytes"):
         sealed = seal(payload, format="f", version=1)
-        assert unseal(sealed, where="x", format="f") == (payload, unseal(sealed, where="x",
-                                                                          format="f")[1])
+        assert unseal(sealed, where="x", format="f") == (
+            payload,
+            unseal(sealed, where="x", format="f")[1],
+        )
     zipped = seal(buffer.getvalue(), format="f", version=1)
     assert zipfile.ZipFile(io.BytesIO(zipped)).read("a") == b"hello"  # still a valid zip
     with pytest.raises(ArtifactError, match="x: format 'f', expected 'g'"):

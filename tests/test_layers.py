@@ -20,8 +20,19 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 BOTTOM = {"batch", "config", "_io", "resources"}
-LAYERS = ["geometry", "models", "data", "retrieval", "rerank", "eval",
-          "api", "pipeline", "integrations", "cli", "__main__"]
+LAYERS = [
+    "geometry",
+    "models",
+    "data",
+    "retrieval",
+    "rerank",
+    "eval",
+    "api",
+    "pipeline",
+    "integrations",
+    "cli",
+    "__main__",
+]
 TOP = LAYERS.index("api")  # api, pipeline, integrations, cli and __main__ share the top layer
 
 
@@ -83,9 +94,12 @@ def test_georag_layers_hold():
 
 def test_train_uses_only_the_public_layers():
     """train/ sits at the top: it may import any of georag, and georag never imports it."""
-    offenders = [f"{p.relative_to(ROOT)}:{line}"
-                 for p in sorted((ROOT / "georag").rglob("*.py"))
-                 for line, name in _imports(p, "georag") if name.split(".")[0] == "train"]
+    offenders = [
+        f"{p.relative_to(ROOT)}:{line}"
+        for p in sorted((ROOT / "georag").rglob("*.py"))
+        for line, name in _imports(p, "georag")
+        if name.split(".")[0] == "train"
+    ]
     assert offenders == []
 
 
@@ -100,10 +114,12 @@ def test_the_check_catches_a_wrong_import(tmp_path):
     (pkg / "batch.py").write_text("X = 1\n")
     (pkg / "geometry" / "ops.py").write_text("from fakepkg.models import net\n")
     (pkg / "models" / "net.py").write_text(
-        "from fakepkg.geometry import ops\nimport fakepkg.batch\n")
+        "from fakepkg.geometry import ops\nimport fakepkg.batch\n"
+    )
     (pkg / "retrieval" / "index.py").write_text(
         "import torch\nfrom fakepkg.rerank.base import X\n\n"
-        "def f():\n    from fakepkg.rerank import base\n    return base\n")
+        "def f():\n    from fakepkg.rerank import base\n    return base\n"
+    )
     (pkg / "retrieval" / "rel.py").write_text("from ..rerank.base import X\n")
     (pkg / "rerank" / "base.py").write_text("from fakepkg.retrieval import index\nX = 1\n")
     bad = upward_imports(tmp_path, "fakepkg")

@@ -22,10 +22,14 @@ class GeoragCLI(LightningCLI):
 
     def add_arguments_to_parser(self, parser) -> None:
         online = os.environ.get("WANDB_MODE", "offline") == "online"
-        parser.set_defaults({"trainer.logger": {
-            "class_path": "lightning.pytorch.loggers.WandbLogger",
-            "init_args": {"project": "georag", "save_dir": "runs", "offline": not online},
-        }})
+        parser.set_defaults(
+            {
+                "trainer.logger": {
+                    "class_path": "lightning.pytorch.loggers.WandbLogger",
+                    "init_args": {"project": "georag", "save_dir": "runs", "offline": not online},
+                }
+            }
+        )
 
     def _instantiate_trainer(self, config: dict, callbacks: list):
         plugins = config.get("plugins") or []
@@ -36,9 +40,14 @@ class GeoragCLI(LightningCLI):
 
 def main(args: list[str] | None = None) -> GeoragCLI:
     """Run the CLI (``args`` as on the command line; ``None`` reads ``sys.argv``)."""
-    return GeoragCLI(LightningModule, LightningDataModule, subclass_mode_model=True,
-                     subclass_mode_data=True, save_config_kwargs={"overwrite": True},
-                     args=args)
+    return GeoragCLI(
+        LightningModule,
+        LightningDataModule,
+        subclass_mode_model=True,
+        subclass_mode_data=True,
+        save_config_kwargs={"overwrite": True},
+        args=args,
+    )
 
 
 if __name__ == "__main__":

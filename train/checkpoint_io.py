@@ -40,5 +40,4 @@ class SealedCheckpointIO(TorchCheckpointIO):
         check_checkpoint(path)
         if map_location is None:
             return super().load_checkpoint(path, weights_only=weights_only)
-        return super().load_checkpoint(path, map_location=map_location,
-                                       weights_only=weights_only)
+        return super().load_checkpoint(path, map_location=map_location, weights_only=weights_only)

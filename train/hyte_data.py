@@ -96,26 +96,42 @@ class HyTEDataModule(L.LightningDataModule):
         DataLoader workers.
     """
 
-    def __init__(self, dataset: str = "scifact", data_dir: str | None = None,
-                 train_split: str = "train", val_fraction: float = 0.2,
-                 val_split: str | None = None,
-                 model_path: str = DEFAULT_MODEL, batch_size: int = 32, hard_negatives: int = 1,
-                 random_negatives: int = 0, negative_depth: int = 20, max_pairs: int | None = None,
-                 max_corpus: int | None = None, max_tokens: int = 512,
-                 bm25_tokenizer: str = "whitespace", val_top_m: int = 50, seed: int = 0,
-                 num_workers: int = 0) -> None:
+    def __init__(
+        self,
+        dataset: str = "scifact",
+        data_dir: str | None = None,
+        train_split: str = "train",
+        val_fraction: float = 0.2,
+        val_split: str | None = None,
+        model_path: str = DEFAULT_MODEL,
+        batch_size: int = 32,
+        hard_negatives: int = 1,
+        random_negatives: int = 0,
+        negative_depth: int = 20,
+        max_pairs: int | None = None,
+        max_corpus: int | None = None,
+        max_tokens: int = 512,
+        bm25_tokenizer: str = "whitespace",
+        val_top_m: int = 50,
+        seed: int = 0,
+        num_workers: int = 0,
+    ) -> None:
         super().__init__()
         if batch_size < 2:
             raise ValueError(f"batch_size must be >= 2 for in-batch negatives, got {batch_size}")
         if hard_negatives < 0 or random_negatives < 0 or negative_depth < 1:
-            raise ValueError(f"need hard_negatives >= 0, random_negatives >= 0 and "
-                             f"negative_depth >= 1, got {hard_negatives}, {random_negatives}, "
-                             f"{negative_depth}")
+            raise ValueError(
+                f"need hard_negatives >= 0, random_negatives >= 0 and "
+                f"negative_depth >= 1, got {hard_negatives}, {random_negatives}, "
+                f"{negative_depth}"
+            )
         if not 0.0 <= val_fraction < 1.0:
             raise ValueError(f"val_fraction must lie in [0, 1), got {val_fraction}")
         if val_split == "test":
-            raise ValueError("val_split: 'test' would choose the checkpoint on the test split; "
-                             "leave it unset to validate on held-out training queries")
+            raise ValueError(
+                "val_split: 'test' would choose the checkpoint on the test split; "
+                "leave it unset to validate on held-out training queries"
+            )
         self.save_hyperparameters()
         self._ready = False
 
@@ -131,17 +147,19 @@ class HyTEDataModule(L.LightningDataModule):
         else:  # hold out a seeded share of the training queries
             judged_q = sorted(q for q, docs in train.qrels.items() if any(docs.values()))
             order = np.random.default_rng(hp.seed).permutation(len(judged_q))
-            held = {judged_q[i] for i in order[:round(hp.val_fraction * len(judged_q))]}
+            held = {judged_q[i] for i in order[: round(hp.val_fraction * len(judged_q))]}
             val_qrels = {q: train.qrels[q] for q in sorted(held)}
             val_queries = {q: train.queries[q] for q in sorted(held)}
             train_qrels = {q: d for q, d in train.qrels.items() if q not in held}
-            train = type(train)(train.name, train.corpus, {q: train.queries[q] for q in
-                                                           train_qrels}, train_qrels)
+            train = type(train)(
+                train.name, train.corpus, {q: train.queries[q] for q in train_qrels}, train_qrels
+            )
         self.held_out_qids = sorted(val_queries) if hp.val_split is None else []
-        pairs = sorted((q, d) for q, docs in train.qrels.items() for d, rel in docs.items()
-                       if rel > 0)
+        pairs = sorted(
+            (q, d) for q, docs in train.qrels.items() for d, rel in docs.items() if rel > 0
+        )
         if hp.max_pairs is not None and hp.max_pairs < len(pairs):
-            pick = np.random.default_rng(hp.seed).permutation(len(pairs))[:hp.max_pairs]
+            pick = np.random.default_rng(hp.seed).permutation(len(pairs))[: hp.max_pairs]
             pairs = [pairs[i] for i in sorted(pick)]
         if not pairs:
             raise ValueError(f"train_split: {hp.train_split!r} has no positive pairs")
@@ -149,7 +167,7 @@ class HyTEDataModule(L.LightningDataModule):
         doc_ids = list(train.corpus)
         if hp.max_corpus is not None:
             others = [d for d in doc_ids if d not in judged]
-            keep = judged | set(others[:max(hp.max_corpus - len(judged), 0)])
+            keep = judged | set(others[: max(hp.max_corpus - len(judged), 0)])
             doc_ids = [d for d in doc_ids if d in keep]
         self.doc_ids = doc_ids
         position = {d: i for i, d in enumerate(doc_ids)}
@@ -165,32 +183,47 @@ class HyTEDataModule(L.LightningDataModule):
         for q, d in pairs:
             self.positives[qpos[q]].add(position[d])
         for q in self.train_qids:  # judged positives outside the subset are not negatives
-            self.positives[qpos[q]] |= {position[d] for d, rel in train.qrels[q].items()
-                                        if rel > 0 and d in position}
+            self.positives[qpos[q]] |= {
+                position[d] for d, rel in train.qrels[q].items() if rel > 0 and d in position
+            }
 
         bm25 = BM25Index.build(texts, tokenizer=hp.bm25_tokenizer)
         depth = hp.negative_depth + max(len(p) for p in self.positives)
         _, ranked = bm25.search([train.queries[q] for q in self.train_qids], depth)
-        self.negatives = [np.asarray([d for d in row if d not in self.positives[i]]
-                                     [:hp.negative_depth], dtype=np.int64)
-                          for i, row in enumerate(ranked.tolist())]
+        self.negatives = [
+            np.asarray(
+                [d for d in row if d not in self.positives[i]][: hp.negative_depth], dtype=np.int64
+            )
+            for i, row in enumerate(ranked.tolist())
+        ]
 
         self.val_qids = list(val_queries)
         self.val_qrels = val_qrels
         self.val_query_ids = tokens([val_queries[q] for q in self.val_qids])
         self.val_bm25_scores, self.val_bm25_indices = bm25.search(
-            [val_queries[q] for q in self.val_qids], hp.val_top_m)
+            [val_queries[q] for q in self.val_qids], hp.val_top_m
+        )
         self._ready = True
 
     # ------------------------------------------------------------------ loaders
     def train_dataloader(self) -> DataLoader:
         data = PairDataset(self.pairs, self.negatives, self.hparams.hard_negatives)
-        return DataLoader(data, batch_size=self.hparams.batch_size, shuffle=True, drop_last=True,
-                          collate_fn=self._collate_train, num_workers=self.hparams.num_workers)
+        return DataLoader(
+            data,
+            batch_size=self.hparams.batch_size,
+            shuffle=True,
+            drop_last=True,
+            collate_fn=self._collate_train,
+            num_workers=self.hparams.num_workers,
+        )
 
     def val_dataloader(self) -> DataLoader:
-        return DataLoader(range(len(self.val_qids)), batch_size=256,
-                          collate_fn=self._collate_val, num_workers=self.hparams.num_workers)
+        return DataLoader(
+            range(len(self.val_qids)),
+            batch_size=256,
+            collate_fn=self._collate_val,
+            num_workers=self.hparams.num_workers,
+        )
 
     def _collate_train(self, items: list[tuple[int, int, np.ndarray]]) -> dict:
         queries = [q for q, _, _ in items]
@@ -202,10 +235,18 @@ class HyTEDataModule(L.LightningDataModule):
         # a document that is a positive of query i is no negative for it (except its own)
         known = torch.tensor([[d in self.positives[q] for d in docs] for q in queries])
         known[torch.arange(len(queries)), torch.arange(len(queries))] = False
-        return {"query_ids": query_ids, "query_mask": query_mask, "doc_ids": doc_ids,
-                "doc_mask": doc_mask, "false_negatives": known}
+        return {
+            "query_ids": query_ids,
+            "query_mask": query_mask,
+            "doc_ids": doc_ids,
+            "doc_mask": doc_mask,
+            "false_negatives": known,
+        }
 
     def _collate_val(self, rows: list[int]) -> dict:
         index = torch.tensor(rows, dtype=torch.long)
-        return {"rows": index, "bm25_scores": self.val_bm25_scores[index],
-                "bm25_indices": self.val_bm25_indices[index]}
+        return {
+            "rows": index,
+            "bm25_scores": self.val_bm25_scores[index],
+            "bm25_indices": self.val_bm25_indices[index],
+        }

@@ -68,22 +68,41 @@ class HyTEModule(L.LightningModule):
         Where to save the trained projection (``HyTEEncoder.save``) when fitting ends.
     """
 
-    def __init__(self, model_path: str = DEFAULT_MODEL, hidden: int = 256, k: float = 1.0,
-                 power: float = 1.0, learn_curvature: bool = False, temperature: float = 0.05,
-                 learn_temperature: bool = True, lr: float = 1e-4, weight_decay: float = 0.0,
-                 temperature_lr: float = 0.05, seed: int = 0,
-                 max_tokens: int = 512, val_alpha: float = 0.5, offset: float = 2.0,
-                 export_path: str | None = None) -> None:
+    def __init__(
+        self,
+        model_path: str = DEFAULT_MODEL,
+        hidden: int = 256,
+        k: float = 1.0,
+        power: float = 1.0,
+        learn_curvature: bool = False,
+        temperature: float = 0.05,
+        learn_temperature: bool = True,
+        lr: float = 1e-4,
+        weight_decay: float = 0.0,
+        temperature_lr: float = 0.05,
+        seed: int = 0,
+        max_tokens: int = 512,
+        val_alpha: float = 0.5,
+        offset: float = 2.0,
+        export_path: str | None = None,
+    ) -> None:
         super().__init__()
         if not temperature > 0 or not lr > 0:
             raise ValueError(f"temperature and lr must be positive, got {temperature}, {lr}")
         self.save_hyperparameters()
         self.encoder = HyTEEncoder.from_pretrained(
-            model_path, hidden=hidden, k=k, power=power, learn_curvature=learn_curvature,
-            max_tokens=max_tokens, seed=seed)
+            model_path,
+            hidden=hidden,
+            k=k,
+            power=power,
+            learn_curvature=learn_curvature,
+            max_tokens=max_tokens,
+            seed=seed,
+        )
         self.projection = self.encoder.projection
-        self.log_scale = torch.nn.Parameter(torch.tensor(math.log(1.0 / temperature)),
-                                            requires_grad=learn_temperature)
+        self.log_scale = torch.nn.Parameter(
+            torch.tensor(math.log(1.0 / temperature)), requires_grad=learn_temperature
+        )
 
     def forward(self, input_ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """Points of padded token ids, shape (B, d+1)."""
@@ -102,11 +121,13 @@ class HyTEModule(L.LightningModule):
         self.log("train/loss", loss, prog_bar=True, on_step=True, on_epoch=True, batch_size=size)
         accuracy = (logits.argmax(1) == target).float().mean()
         self.log("train/acc", accuracy, on_step=False, on_epoch=True, batch_size=size)
-        self.log("train/temperature", 1.0 / scale.detach(), on_step=False, on_epoch=True,
-                 batch_size=size)
+        self.log(
+            "train/temperature", 1.0 / scale.detach(), on_step=False, on_epoch=True, batch_size=size
+        )
         if self.hparams.learn_curvature:
-            self.log("train/k", self.projection.k.detach(), on_step=False, on_epoch=True,
-                     batch_size=size)
+            self.log(
+                "train/k", self.projection.k.detach(), on_step=False, on_epoch=True, batch_size=size
+            )
         return loss
 
     # ------------------------------------------------------------------ validation
@@ -123,15 +144,23 @@ class HyTEModule(L.LightningModule):
         best, order = lorentz_gram(query, self._docs).topk(top, dim=1)
         cand = batch["bm25_indices"]
         points = self._docs.index_select(0, cand.flatten()).view(*cand.shape, -1)
-        hybrid = hybrid_scores(batch["bm25_scores"], query, points,
-                               torch.ones_like(cand, dtype=torch.bool),
-                               alpha=self.hparams.val_alpha, offset=self.hparams.offset)
+        hybrid = hybrid_scores(
+            batch["bm25_scores"],
+            query,
+            points,
+            torch.ones_like(cand, dtype=torch.bool),
+            alpha=self.hparams.val_alpha,
+            offset=self.hparams.offset,
+        )
         for i, r in enumerate(rows):
             qid = data.val_qids[r]
-            self._runs["lorentz"][qid] = {data.doc_ids[d]: s for d, s in
-                                          zip(order[i].tolist(), best[i].tolist(), strict=True)}
-            self._runs["hybrid"][qid] = {data.doc_ids[d]: s for d, s in
-                                         zip(cand[i].tolist(), hybrid[i].tolist(), strict=True)}
+            self._runs["lorentz"][qid] = {
+                data.doc_ids[d]: s for d, s in zip(order[i].tolist(), best[i].tolist(), strict=True)
+            }
+            self._runs["hybrid"][qid] = {
+                data.doc_ids[d]: s
+                for d, s in zip(cand[i].tolist(), hybrid[i].tolist(), strict=True)
+            }
 
     def on_validation_epoch_end(self) -> None:
         qrels = self.trainer.datamodule.val_qrels
@@ -145,15 +174,16 @@ class HyTEModule(L.LightningModule):
         params = [p for p in self.projection.parameters() if p.requires_grad]
         groups = [{"params": params}]
         if self.log_scale.requires_grad:
-            groups.append({"params": [self.log_scale], "lr": self.hparams.temperature_lr,
-                           "weight_decay": 0.0})
-        return geoopt.optim.RiemannianAdam(groups, lr=self.hparams.lr,
-                                           weight_decay=self.hparams.weight_decay)
+            groups.append(
+                {"params": [self.log_scale], "lr": self.hparams.temperature_lr, "weight_decay": 0.0}
+            )
+        return geoopt.optim.RiemannianAdam(
+            groups, lr=self.hparams.lr, weight_decay=self.hparams.weight_decay
+        )
 
     def on_fit_end(self) -> None:
         if self.hparams.export_path and self.trainer.is_global_zero:
-            os.makedirs(os.path.dirname(os.path.abspath(self.hparams.export_path)),
-                        exist_ok=True)
+            os.makedirs(os.path.dirname(os.path.abspath(self.hparams.export_path)), exist_ok=True)
             self.encoder.save(self.hparams.export_path)
 
 

@@ -31,8 +31,9 @@ __all__ = ["IsoDataModule", "structural_generality"]
 GENERALITY = ("degree", "cheeger")
 
 
-def structural_generality(graph: PassageGraph, *, kind: str = "degree",
-                          sweep_size: int = 8) -> torch.Tensor:
+def structural_generality(
+    graph: PassageGraph, *, kind: str = "degree", sweep_size: int = 8
+) -> torch.Tensor:
     """Generality of each passage in the corpus graph, shape (N,); larger is more generic.
 
     ``degree``: ``log(1 + degree)``. ``cheeger``: ``log`` of the local Cheeger ratio with
@@ -77,18 +78,28 @@ class IsoDataModule(L.LightningDataModule):
     seed : int
     """
 
-    def __init__(self, path: str = "musique_small/musique_train100_hipporag.json",
-                 data_dir: str | None = None, model_path: str = DEFAULT_MODEL,
-                 max_questions: int | None = None, val_fraction: float = 0.2,
-                 generality: str = "degree", r_min: float = 0.5, r_max: float = 3.0,
-                 batch_size: int = 32, radius_batch: int = 128,
-                 cache_dir: str | None = None, seed: int = 0) -> None:
+    def __init__(
+        self,
+        path: str = "musique_small/musique_train100_hipporag.json",
+        data_dir: str | None = None,
+        model_path: str = DEFAULT_MODEL,
+        max_questions: int | None = None,
+        val_fraction: float = 0.2,
+        generality: str = "degree",
+        r_min: float = 0.5,
+        r_max: float = 3.0,
+        batch_size: int = 32,
+        radius_batch: int = 128,
+        cache_dir: str | None = None,
+        seed: int = 0,
+    ) -> None:
         super().__init__()
         if not 0.0 <= val_fraction < 1.0:
             raise ValueError(f"val_fraction must lie in [0, 1), got {val_fraction}")
         if batch_size < 2 or radius_batch < 1:
-            raise ValueError(f"need batch_size >= 2 and radius_batch >= 1, got "
-                             f"{batch_size}, {radius_batch}")
+            raise ValueError(
+                f"need batch_size >= 2 and radius_batch >= 1, got {batch_size}, {radius_batch}"
+            )
         if generality not in GENERALITY:
             raise ValueError(f"generality must be one of {GENERALITY}, got {generality!r}")
         self.save_hyperparameters()
@@ -104,20 +115,23 @@ class IsoDataModule(L.LightningDataModule):
         data = load_multihop(path, max_questions=hp.max_questions)
         cache = Path(hp.cache_dir) if hp.cache_dir else default_cache_dir()
         encoder = TextEncoder(hp.model_path, show_progress=False)
-        stage_ = FirstStage(data, FirstStageConfig(top_m=2), encoder=encoder,
-                            cache_dir=cache / "embeddings")
+        stage_ = FirstStage(
+            data, FirstStageConfig(top_m=2), encoder=encoder, cache_dir=cache / "embeddings"
+        )
         self.doc_ids = list(stage_.units.doc_ids)
         self.corpus = stage_.embeddings
         docs = [data.corpus[d] for d in self.doc_ids]
-        graph = build_passage_graph(self.corpus, [d.title for d in docs], [d.text for d in docs],
-                                    cache_dir=cache / "graphs")
+        graph = build_passage_graph(
+            self.corpus, [d.title for d in docs], [d.text for d in docs], cache_dir=cache / "graphs"
+        )
         self.generality = structural_generality(graph, kind=hp.generality)
         self.targets = generality_target_radius(self.generality, r_min=hp.r_min, r_max=hp.r_max)
         qids = list(data.queries)
         texts = [data.queries[q] for q in qids]
         key = EmbeddingCache.key(encoder.name, texts, kind="queries")
         queries, _ = EmbeddingCache(cache / "embeddings").get_or_compute(
-            key, len(texts), lambda: encoder.encode(texts))
+            key, len(texts), lambda: encoder.encode(texts)
+        )
         order = np.random.default_rng(hp.seed).permutation(len(qids))
         n_val = int(round(hp.val_fraction * len(qids)))
         val, train = sorted(order[:n_val].tolist()), sorted(order[n_val:].tolist())
@@ -129,8 +143,13 @@ class IsoDataModule(L.LightningDataModule):
         self._ready = True
 
     def train_dataloader(self) -> DataLoader:
-        return DataLoader(range(len(self.pairs)), batch_size=self.hparams.batch_size,
-                          shuffle=True, drop_last=True, collate_fn=self._collate)
+        return DataLoader(
+            range(len(self.pairs)),
+            batch_size=self.hparams.batch_size,
+            shuffle=True,
+            drop_last=True,
+            collate_fn=self._collate,
+        )
 
     def val_dataloader(self) -> DataLoader:
         return DataLoader(self.val_queries, batch_size=256, collate_fn=torch.tensor)
@@ -141,5 +160,10 @@ class IsoDataModule(L.LightningDataModule):
         known = torch.tensor([[dj in self.positives[qi] for dj in d.tolist()] for qi in q.tolist()])
         known.fill_diagonal_(False)
         sample = torch.randint(len(self.doc_ids), (self.hparams.radius_batch,))
-        return {"query": self.queries[q], "positive": self.corpus[d], "false_negatives": known,
-                "passages": self.corpus[sample], "targets": self.targets[sample]}
+        return {
+            "query": self.queries[q],
+            "positive": self.corpus[d],
+            "false_negatives": known,
+            "passages": self.corpus[sample],
+            "targets": self.targets[sample],
+        }

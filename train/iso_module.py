@@ -49,13 +49,24 @@ class IsoModule(L.LightningModule):
         Where the trained head is saved (``PoincareHead.save``) when fitting ends.
     """
 
-    def __init__(self, in_dim: int = 384, out_dim: int = 64, hidden: int = 256, c: float = 1.0,
-                 temperature: float = 0.1, align_weight: float = 1.0, lr: float = 1e-3,
-                 weight_decay: float = 0.0, export_path: str | None = None) -> None:
+    def __init__(
+        self,
+        in_dim: int = 384,
+        out_dim: int = 64,
+        hidden: int = 256,
+        c: float = 1.0,
+        temperature: float = 0.1,
+        align_weight: float = 1.0,
+        lr: float = 1e-3,
+        weight_decay: float = 0.0,
+        export_path: str | None = None,
+    ) -> None:
         super().__init__()
         if not temperature > 0 or not lr > 0 or align_weight < 0:
-            raise ValueError(f"need temperature > 0, lr > 0, align_weight >= 0; got "
-                             f"{temperature}, {lr}, {align_weight}")
+            raise ValueError(
+                f"need temperature > 0, lr > 0, align_weight >= 0; got "
+                f"{temperature}, {lr}, {align_weight}"
+            )
         self.save_hyperparameters()
         self.head = PoincareHead(in_dim, out_dim, hidden, c=c)
 
@@ -73,11 +84,16 @@ class IsoModule(L.LightningModule):
         align = F.mse_loss(radius, batch["targets"].to(radius.dtype))
         loss = contrastive + self.hparams.align_weight * align
         size = query.shape[0]
-        norm = torch.cat([query, positive]).norm(dim=-1).max() * self.head.c ** 0.5
-        self.log_dict({"train/loss": loss}, prog_bar=True, on_step=True, on_epoch=True,
-                      batch_size=size)
-        self.log_dict({"train/contrastive": contrastive, "train/align": align,
-                       "train/max_norm": norm}, on_step=False, on_epoch=True, batch_size=size)
+        norm = torch.cat([query, positive]).norm(dim=-1).max() * self.head.c**0.5
+        self.log_dict(
+            {"train/loss": loss}, prog_bar=True, on_step=True, on_epoch=True, batch_size=size
+        )
+        self.log_dict(
+            {"train/contrastive": contrastive, "train/align": align, "train/max_norm": norm},
+            on_step=False,
+            on_epoch=True,
+            batch_size=size,
+        )
         return loss
 
     def on_validation_epoch_start(self) -> None:
@@ -101,8 +117,9 @@ class IsoModule(L.LightningModule):
         del self._docs
 
     def configure_optimizers(self) -> torch.optim.Optimizer:
-        return geoopt.optim.RiemannianAdam(self.head.parameters(), lr=self.hparams.lr,
-                                           weight_decay=self.hparams.weight_decay)
+        return geoopt.optim.RiemannianAdam(
+            self.head.parameters(), lr=self.hparams.lr, weight_decay=self.hparams.weight_decay
+        )
 
     def on_fit_end(self) -> None:
         if self.hparams.export_path and self.trainer.is_global_zero:

@@ -28,8 +28,15 @@ __all__ = ["PROTOCOLS", "LearnedPoolData", "split_rows"]
 PROTOCOLS = ("holdout", "kfold")
 
 
-def split_rows(num_queries: int, *, protocol: str, val_fraction: float, seed: int,
-               folds: int = 5, fold: int = 0) -> dict[str, list[int]]:
+def split_rows(
+    num_queries: int,
+    *,
+    protocol: str,
+    val_fraction: float,
+    seed: int,
+    folds: int = 5,
+    fold: int = 0,
+) -> dict[str, list[int]]:
     """Rows of the training, validation and (kfold) report queries of a pool.
 
     Returns
@@ -78,11 +85,22 @@ class LearnedPoolData(L.LightningDataModule):
         Embedding cache (default ``$GEORAG_CACHE/embeddings``).
     """
 
-    def __init__(self, dataset: str = "scifact", data_dir: str | None = None,
-                 protocol: str = "holdout", train_split: str = "train", folds: int = 5,
-                 fold: int = 0, val_fraction: float = 0.2, seed: int = 0, top_m: int = 100,
-                 batch_size: int = 64, max_queries: int | None = None,
-                 max_corpus: int | None = None, cache_dir: str | None = None) -> None:
+    def __init__(
+        self,
+        dataset: str = "scifact",
+        data_dir: str | None = None,
+        protocol: str = "holdout",
+        train_split: str = "train",
+        folds: int = 5,
+        fold: int = 0,
+        val_fraction: float = 0.2,
+        seed: int = 0,
+        top_m: int = 100,
+        batch_size: int = 64,
+        max_queries: int | None = None,
+        max_corpus: int | None = None,
+        cache_dir: str | None = None,
+    ) -> None:
         super().__init__()
         if protocol not in PROTOCOLS:
             raise ValueError(f"protocol must be one of {PROTOCOLS}, got {protocol!r}")
@@ -102,11 +120,22 @@ class LearnedPoolData(L.LightningDataModule):
             return
         hp = self.hparams
         pool = self._given or load_pool(
-            hp.dataset, split=hp.train_split, data_dir=hp.data_dir, top_m=hp.top_m,
-            cache_dir=hp.cache_dir, max_queries=hp.max_queries, max_corpus=hp.max_corpus)
-        rows = split_rows(pool.batch.batch_size, protocol=hp.protocol,
-                          val_fraction=hp.val_fraction, seed=hp.seed, folds=hp.folds,
-                          fold=hp.fold)
+            hp.dataset,
+            split=hp.train_split,
+            data_dir=hp.data_dir,
+            top_m=hp.top_m,
+            cache_dir=hp.cache_dir,
+            max_queries=hp.max_queries,
+            max_corpus=hp.max_corpus,
+        )
+        rows = split_rows(
+            pool.batch.batch_size,
+            protocol=hp.protocol,
+            val_fraction=hp.val_fraction,
+            seed=hp.seed,
+            folds=hp.folds,
+            fold=hp.fold,
+        )
         self.split = {part: [pool.batch.query_ids[r] for r in idx] for part, idx in rows.items()}
         self.pool = pool.subset(rows["train"] + rows["val"])  # the report fold stays out
         n_train = len(rows["train"])
@@ -116,18 +145,35 @@ class LearnedPoolData(L.LightningDataModule):
             folder = self.trainer.default_root_dir
             os.makedirs(folder, exist_ok=True)
             with open(os.path.join(folder, "split.json"), "w") as handle:
-                json.dump({"dataset": hp.dataset, "protocol": hp.protocol, "seed": hp.seed,
-                           "folds": hp.folds, "fold": hp.fold, "train_split": hp.train_split,
-                           **self.split}, handle, indent=1)
+                json.dump(
+                    {
+                        "dataset": hp.dataset,
+                        "protocol": hp.protocol,
+                        "seed": hp.seed,
+                        "folds": hp.folds,
+                        "fold": hp.fold,
+                        "train_split": hp.train_split,
+                        **self.split,
+                    },
+                    handle,
+                    indent=1,
+                )
 
     def _collate(self, rows: list[int]) -> dict:
         index = torch.tensor(rows, dtype=torch.long)
-        return {"batch": take(self.pool.batch, index), "gains": self.pool.gains[index],
-                "ideal": self.pool.ideal[index]}
+        return {
+            "batch": take(self.pool.batch, index),
+            "gains": self.pool.gains[index],
+            "ideal": self.pool.ideal[index],
+        }
 
     def train_dataloader(self) -> DataLoader:
-        return DataLoader(self.train_rows, batch_size=self.hparams.batch_size, shuffle=True,
-                          collate_fn=self._collate)
+        return DataLoader(
+            self.train_rows,
+            batch_size=self.hparams.batch_size,
+            shuffle=True,
+            collate_fn=self._collate,
+        )
 
     def val_dataloader(self) -> DataLoader:
         return DataLoader(self.val_rows, batch_size=256, collate_fn=self._collate)

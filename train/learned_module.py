@@ -55,16 +55,25 @@ class LearnedRerankerModule(L.LightningModule):
         Where the best weights go when fitting ends.
     """
 
-    def __init__(self, method: str = "learned_diffusion", options: dict | None = None,
-                 loss: str = "listwise", lr: float = 0.02, map_lr: float = 1e-3,
-                 temperature: float = 0.5, smoothing: float = 0.1,
-                 export_path: str | None = None) -> None:
+    def __init__(
+        self,
+        method: str = "learned_diffusion",
+        options: dict | None = None,
+        loss: str = "listwise",
+        lr: float = 0.02,
+        map_lr: float = 1e-3,
+        temperature: float = 0.5,
+        smoothing: float = 0.1,
+        export_path: str | None = None,
+    ) -> None:
         super().__init__()
         if loss not in LOSSES:
             raise ValueError(f"loss must be one of {LOSSES}, got {loss!r}")
         if not (lr > 0 and map_lr > 0 and temperature > 0 and smoothing > 0):
-            raise ValueError(f"need lr, map_lr, temperature, smoothing > 0; got {lr}, {map_lr}, "
-                             f"{temperature}, {smoothing}")
+            raise ValueError(
+                f"need lr, map_lr, temperature, smoothing > 0; got {lr}, {map_lr}, "
+                f"{temperature}, {smoothing}"
+            )
         self.save_hyperparameters()
         reranker = make_method(method, dict(options or {}))
         if not isinstance(reranker, LearnableReranker):
@@ -78,14 +87,22 @@ class LearnedRerankerModule(L.LightningModule):
         return self.reranker(batch)
 
     def transfer_batch_to_device(self, batch: dict, device: torch.device, dataloader_idx: int):
-        return {"batch": batch["batch"].to(device), "gains": batch["gains"].to(device),
-                "ideal": batch["ideal"].to(device)}
+        return {
+            "batch": batch["batch"].to(device),
+            "gains": batch["gains"].to(device),
+            "ideal": batch["ideal"].to(device),
+        }
 
     def training_step(self, batch: dict, batch_idx: int) -> torch.Tensor:
         scores, ranked = self.reranker.score(batch["batch"])
-        loss = ranking_loss(scores, ranked, batch["gains"], kind=self.hparams.loss,
-                            temperature=self.log_temperature.exp(),
-                            smoothing=self.hparams.smoothing)
+        loss = ranking_loss(
+            scores,
+            ranked,
+            batch["gains"],
+            kind=self.hparams.loss,
+            temperature=self.log_temperature.exp(),
+            smoothing=self.hparams.smoothing,
+        )
         size = batch["batch"].batch_size
         self.log("train/loss", loss, prog_bar=True, on_step=True, on_epoch=True, batch_size=size)
         return loss
@@ -109,8 +126,10 @@ class LearnedRerankerModule(L.LightningModule):
         self._started = time.perf_counter()
         was = self.reranker.training
         self.reranker.eval()
-        values = [self._ndcg(self.transfer_batch_to_device(b, self.device, 0))
-                  for b in self.trainer.datamodule.val_dataloader()]
+        values = [
+            self._ndcg(self.transfer_batch_to_device(b, self.device, 0))
+            for b in self.trainer.datamodule.val_dataloader()
+        ]
         self.reranker.train(was)
         initial = float(torch.cat(values).mean()) if values else float("nan")
         self.initial_ndcg = initial
@@ -121,8 +140,9 @@ class LearnedRerankerModule(L.LightningModule):
 
     def validation_step(self, batch: dict, batch_idx: int) -> None:
         values = self._ndcg(batch)
-        self.log("val/ndcg@10", values.mean(), prog_bar=True, on_epoch=True,
-                 batch_size=values.numel())
+        self.log(
+            "val/ndcg@10", values.mean(), prog_bar=True, on_epoch=True, batch_size=values.numel()
+        )
 
     def on_validation_epoch_end(self) -> None:
         if self.trainer.sanity_checking:
@@ -152,9 +172,14 @@ class LearnedRerankerModule(L.LightningModule):
         if not path or not self.trainer.is_global_zero or self._best is None:
             return
         digest = self.reranker.save(path)
-        summary = {"method": self.hparams.method, "val_ndcg@10_init": self.initial_ndcg,
-                   "val_ndcg@10_best": self._best[0], "epochs": self.current_epoch,
-                   "train_seconds": self.train_seconds,
-                   "knobs": self.reranker.knobs(), "sha256": digest,
-                   "split": getattr(self.trainer.datamodule, "split", None)}
+        summary = {
+            "method": self.hparams.method,
+            "val_ndcg@10_init": self.initial_ndcg,
+            "val_ndcg@10_best": self._best[0],
+            "epochs": self.current_epoch,
+            "train_seconds": self.train_seconds,
+            "knobs": self.reranker.knobs(),
+            "sha256": digest,
+            "split": getattr(self.trainer.datamodule, "split", None),
+        }
         Path(str(path) + ".json").write_text(json.dumps(summary, indent=1))

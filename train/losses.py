@@ -32,9 +32,15 @@ def standardize(scores: torch.Tensor, ranked: torch.Tensor) -> torch.Tensor:
     return centred / (std + 1e-6)
 
 
-def ranking_loss(scores: torch.Tensor, ranked: torch.Tensor, gains: torch.Tensor, *,
-                 kind: str = "listwise", temperature: torch.Tensor | float = 1.0,
-                 smoothing: float = 0.1) -> torch.Tensor:
+def ranking_loss(
+    scores: torch.Tensor,
+    ranked: torch.Tensor,
+    gains: torch.Tensor,
+    *,
+    kind: str = "listwise",
+    temperature: torch.Tensor | float = 1.0,
+    smoothing: float = 0.1,
+) -> torch.Tensor:
     """Mean loss over the queries that have a relevant ranked candidate.
 
     Parameters
@@ -77,8 +83,9 @@ def ranking_loss(scores: torch.Tensor, ranked: torch.Tensor, gains: torch.Tensor
     return torch.where(useful, per_query, 0.0).sum() / useful.sum().clamp_min(1)
 
 
-def ndcg_at_k(scores: torch.Tensor, keep: torch.Tensor, gains: torch.Tensor,
-              ideal: torch.Tensor, k: int = 10) -> torch.Tensor:
+def ndcg_at_k(
+    scores: torch.Tensor, keep: torch.Tensor, gains: torch.Tensor, ideal: torch.Tensor, k: int = 10
+) -> torch.Tensor:
     """NDCG@k of each query as pytrec_eval computes it (linear gains, log2 discount).
 
     Candidates are ranked by score (ties: slot order, as
@@ -98,8 +105,9 @@ def ndcg_at_k(scores: torch.Tensor, keep: torch.Tensor, gains: torch.Tensor,
     torch.Tensor, shape (B,)
         0 for a query with no judged relevant document.
     """
-    order = torch.argsort(scores.masked_fill(~keep, -torch.inf), dim=1, descending=True,
-                          stable=True)[:, :k]
+    order = torch.argsort(
+        scores.masked_fill(~keep, -torch.inf), dim=1, descending=True, stable=True
+    )[:, :k]
     top = torch.where(keep.gather(1, order), gains.gather(1, order).to(torch.float64), 0.0)
     discount = 1.0 / torch.log2(torch.arange(2, top.shape[1] + 2, dtype=torch.float64))
     dcg = (top * discount.to(top.device)).sum(dim=1)

@@ -50,8 +50,10 @@ class Pool:
     @classmethod
     def from_batch(cls, batch: CandidateBatch, qrels: dict[str, dict[str, int]]) -> Pool:
         gains = torch.tensor(
-            [[max(qrels[q].get(d, 0), 0) if d else 0 for d in row]
-             for q, row in zip(batch.query_ids, batch.doc_ids, strict=True)],
+            [
+                [max(qrels[q].get(d, 0), 0) if d else 0 for d in row]
+                for q, row in zip(batch.query_ids, batch.doc_ids, strict=True)
+            ],
             dtype=torch.float32,
         )
         discount = 1.0 / np.log2(np.arange(2, CUT + 2))
@@ -59,15 +61,20 @@ class Pool:
         for q in batch.query_ids:
             best = sorted((max(g, 0) for g in qrels[q].values()), reverse=True)[:CUT]
             ideal.append(float(np.dot(best, discount[: len(best)])))
-        return cls(batch, {q: qrels[q] for q in batch.query_ids}, gains,
-                   torch.tensor(ideal, dtype=torch.float64))
+        return cls(
+            batch,
+            {q: qrels[q] for q in batch.query_ids},
+            gains,
+            torch.tensor(ideal, dtype=torch.float64),
+        )
 
     def subset(self, rows: list[int]) -> Pool:
         """The queries at positions ``rows`` (in that order)."""
         index = torch.as_tensor(rows, dtype=torch.long)
         batch = take(self.batch, index)
-        return Pool(batch, {q: self.qrels[q] for q in batch.query_ids}, self.gains[index],
-                    self.ideal[index])
+        return Pool(
+            batch, {q: self.qrels[q] for q in batch.query_ids}, self.gains[index], self.ideal[index]
+        )
 
 
 def take(batch: CandidateBatch, rows: torch.Tensor) -> CandidateBatch:
@@ -92,15 +99,26 @@ def _shrink(data: BeirDataset, max_queries: int | None, max_corpus: int | None) 
         judged = {d for q in queries for d in data.qrels[q] if d in corpus}
         others = [d for d in corpus if d not in judged][: max(max_corpus - len(judged), 0)]
         corpus = {d: corpus[d] for d in corpus if d in judged or d in set(others)}
-    return BeirDataset(data.name, corpus, {q: data.queries[q] for q in queries},
-                       {q: data.qrels[q] for q in queries})
+    return BeirDataset(
+        data.name,
+        corpus,
+        {q: data.queries[q] for q in queries},
+        {q: data.qrels[q] for q in queries},
+    )
 
 
-def load_pool(dataset: str, *, split: str = "test", data_dir: str | None = None,
-              top_m: int = 100, model: str = DEFAULT_MODEL,
-              cache_dir: str | os.PathLike | None = None,
-              encoder: TextEncoder | None = None, max_queries: int | None = None,
-              max_corpus: int | None = None) -> Pool:
+def load_pool(
+    dataset: str,
+    *,
+    split: str = "test",
+    data_dir: str | None = None,
+    top_m: int = 100,
+    model: str = DEFAULT_MODEL,
+    cache_dir: str | os.PathLike | None = None,
+    encoder: TextEncoder | None = None,
+    max_queries: int | None = None,
+    max_corpus: int | None = None,
+) -> Pool:
     """The dense top-``top_m`` pool of every judged query of ``dataset``'s ``split``.
 
     Parameters

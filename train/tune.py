@@ -19,6 +19,7 @@ from train.pools import Pool
 
 __all__ = ["tune", "pool_ndcg"]
 
+
 def pool_ndcg(reranker, pool: Pool, *, batch_size: int = 256) -> float:
     """Mean NDCG@10 of ``reranker``'s inference output over every query of ``pool``."""
     values = []
@@ -26,14 +27,20 @@ def pool_ndcg(reranker, pool: Pool, *, batch_size: int = 256) -> float:
         for start in range(0, pool.batch.batch_size, batch_size):
             part = pool.batch.slice(start, start + batch_size)
             result = reranker(part)
-            values.append(ndcg_at_k(result.scores, result.keep,
-                                    pool.gains[start : start + batch_size],
-                                    pool.ideal[start : start + batch_size]))
+            values.append(
+                ndcg_at_k(
+                    result.scores,
+                    result.keep,
+                    pool.gains[start : start + batch_size],
+                    pool.ideal[start : start + batch_size],
+                )
+            )
     return float(torch.cat(values).mean())
 
 
-def tune(method: str, pool: Pool, *, trials: int = 50, seed: int = 0,
-         options: dict | None = None) -> tuple[dict[str, float], optuna.Study]:
+def tune(
+    method: str, pool: Pool, *, trials: int = 50, seed: int = 0, options: dict | None = None
+) -> tuple[dict[str, float], optuna.Study]:
     """Search ``method``'s knobs on ``pool`` (training queries only).
 
     Parameters
@@ -62,18 +69,21 @@ def tune(method: str, pool: Pool, *, trials: int = 50, seed: int = 0,
         raise ValueError(f"method: {method!r} is not a learnable reranker with a search space")
     if trials < 1:
         raise ValueError(f"trials must be positive, got {trials}")
-    defaults = {name: min(max(float(getattr(reranker.config, name)), low), high)
-                for name, (low, high, _) in space.items()}
+    defaults = {
+        name: min(max(float(getattr(reranker.config, name)), low), high)
+        for name, (low, high, _) in space.items()
+    }
 
     def objective(trial: optuna.Trial) -> float:
-        knobs = {name: trial.suggest_float(name, low, high, log=log)
-                 for name, (low, high, log) in space.items()}
+        knobs = {
+            name: trial.suggest_float(name, low, high, log=log)
+            for name, (low, high, log) in space.items()
+        }
         reranker = make_method(method, {**(options or {}), **knobs})
         return pool_ndcg(reranker, pool)
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    study = optuna.create_study(direction="maximize",
-                                sampler=optuna.samplers.TPESampler(seed=seed))
+    study = optuna.create_study(direction="maximize", sampler=optuna.samplers.TPESampler(seed=seed))
     study.enqueue_trial(defaults)
     study.optimize(objective, n_trials=trials)
     return dict(study.best_params), study

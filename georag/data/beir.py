@@ -73,7 +73,8 @@ def decode_line(raw: bytes, path: Path, line_no: int) -> str:
     except UnicodeDecodeError as err:
         raise DataFormatError(
             f"{path}:{line_no}: not UTF-8 (byte 0x{raw[err.start]:02x} at column {err.start + 1}"
-            "; re-encode the file as UTF-8)") from None
+            "; re-encode the file as UTF-8)"
+        ) from None
 
 
 def parse_json(text: str | bytes, where: str) -> object:
@@ -118,8 +119,9 @@ def read_corpus(path: Path) -> dict[str, Document]:
             raise DataFormatError(f"{path}:{line_no}: duplicate document id {doc_id!r}")
         title = record.get("title")
         if title is not None and not isinstance(title, str):
-            raise DataFormatError(f"{path}:{line_no}: field 'title' must be a string, got "
-                                  f"{type(title).__name__}")
+            raise DataFormatError(
+                f"{path}:{line_no}: field 'title' must be a string, got {type(title).__name__}"
+            )
         corpus[doc_id] = Document(doc_id, title or "", text)
     if not corpus:
         raise DataFormatError(f"{path}: the corpus is empty")
@@ -153,12 +155,11 @@ def read_qrels(path: Path) -> dict[str, dict[str, int]]:
         try:
             value = float(score)
         except ValueError:
-            raise DataFormatError(
-                f"{path}:{line_no}: score {score!r} is not a number"
-            ) from None
+            raise DataFormatError(f"{path}:{line_no}: score {score!r} is not a number") from None
         if not math.isfinite(value) or abs(value) > 2**31:
-            raise DataFormatError(f"{path}:{line_no}: score {score!r} is not a finite "
-                                  "relevance grade")
+            raise DataFormatError(
+                f"{path}:{line_no}: score {score!r} is not a finite relevance grade"
+            )
         relevance = int(value)
         qrels.setdefault(query_id, {})[doc_id] = relevance
     return qrels
@@ -217,9 +218,11 @@ def _not_found(name: str, roots: list[Path], *, download: bool) -> str:
     hint = f"did you mean {close[0]!r}? " if close else ""
     where = ", ".join(str(r) for r in roots) or "nowhere (set --data-dir or $GEORAG_DATA)"
     what = "not found" if download else "not found (downloads are off)"
-    return (f"name_or_path: data set {name!r} {what}; {hint}local sets: "
-            f"{', '.join(local) or 'none'} (under {where}); downloadable BEIR sets: "
-            f"{', '.join(BEIR_DATASETS)}")
+    return (
+        f"name_or_path: data set {name!r} {what}; {hint}local sets: "
+        f"{', '.join(local) or 'none'} (under {where}); downloadable BEIR sets: "
+        f"{', '.join(BEIR_DATASETS)}"
+    )
 
 
 def load_beir(

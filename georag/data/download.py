@@ -14,8 +14,20 @@ from georag._io import safe_extract, temp_folder
 BEIR_URL = "https://public.ukp.informatik.tu-darmstadt.de/thakur/BEIR/datasets/{name}.zip"
 # The data sets BEIR publishes at BEIR_URL (a name outside this list is not downloaded).
 BEIR_DATASETS = (
-    "arguana", "climate-fever", "cqadupstack", "dbpedia-entity", "fever", "fiqa",
-    "hotpotqa", "msmarco", "nfcorpus", "nq", "quora", "scidocs", "scifact", "trec-covid",
+    "arguana",
+    "climate-fever",
+    "cqadupstack",
+    "dbpedia-entity",
+    "fever",
+    "fiqa",
+    "hotpotqa",
+    "msmarco",
+    "nfcorpus",
+    "nq",
+    "quora",
+    "scidocs",
+    "scifact",
+    "trec-covid",
     "webis-touche2020",
 )
 

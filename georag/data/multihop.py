@@ -106,8 +106,9 @@ def read_musique(path: str | os.PathLike) -> list[MultihopQuestion]:
         text = blob.decode("utf-8")
     except UnicodeDecodeError as err:
         line = blob.count(b"\n", 0, err.start) + 1
-        raise DataFormatError(f"{path}:{line}: not UTF-8 (byte 0x{blob[err.start]:02x}; "
-                              "re-encode the file as UTF-8)") from None
+        raise DataFormatError(
+            f"{path}:{line}: not UTF-8 (byte 0x{blob[err.start]:02x}; re-encode the file as UTF-8)"
+        ) from None
     try:
         records = json.loads(text)
     except json.JSONDecodeError as err:
@@ -128,8 +129,9 @@ def read_musique(path: str | os.PathLike) -> list[MultihopQuestion]:
     return questions
 
 
-def pool_questions(questions: list[MultihopQuestion], *, name: str,
-                   corpus: dict[str, Document] | None = None) -> BeirDataset:
+def pool_questions(
+    questions: list[MultihopQuestion], *, name: str, corpus: dict[str, Document] | None = None
+) -> BeirDataset:
     """Pool the questions' paragraphs into one corpus with supporting-paragraph qrels.
 
     Parameters
@@ -173,8 +175,10 @@ def pool_questions(questions: list[MultihopQuestion], *, name: str,
             if p.is_supporting:
                 relevant[doc_id] = 1
         if missing:
-            raise ValueError(f"corpus: {missing} supporting paragraph(s) of question "
-                             f"{q.question_id!r} are missing from the corpus")
+            raise ValueError(
+                f"corpus: {missing} supporting paragraph(s) of question "
+                f"{q.question_id!r} are missing from the corpus"
+            )
         if not relevant:
             raise ValueError(f"questions: question {q.question_id!r} has no supporting paragraph")
         queries[q.question_id] = q.question
@@ -182,22 +186,25 @@ def pool_questions(questions: list[MultihopQuestion], *, name: str,
     return BeirDataset(name, pooled, queries, qrels)
 
 
-def load_hotpotqa_ircot(path: str | os.PathLike, *, max_questions: int | None = None,
-                        name: str | None = None) -> BeirDataset:
+def load_hotpotqa_ircot(
+    path: str | os.PathLike, *, max_questions: int | None = None, name: str | None = None
+) -> BeirDataset:
     """HotpotQA (IRCoT jsonl) pooled into one corpus; see :func:`pool_questions`."""
     questions = read_hotpotqa_ircot(path)[:max_questions]
     return pool_questions(questions, name=name or Path(path).stem)
 
 
-def load_musique(path: str | os.PathLike, *, max_questions: int | None = None,
-                 name: str | None = None) -> BeirDataset:
+def load_musique(
+    path: str | os.PathLike, *, max_questions: int | None = None, name: str | None = None
+) -> BeirDataset:
     """MuSiQue JSON pooled into one corpus; see :func:`pool_questions`."""
     questions = read_musique(path)[:max_questions]
     return pool_questions(questions, name=name or Path(path).stem)
 
 
-def load_multihop(path: str | os.PathLike, *, max_questions: int | None = None,
-                  name: str | None = None) -> BeirDataset:
+def load_multihop(
+    path: str | os.PathLike, *, max_questions: int | None = None, name: str | None = None
+) -> BeirDataset:
     """Load by extension: ``.jsonl`` is HotpotQA (IRCoT), ``.json`` is MuSiQue."""
     suffix = Path(path).suffix
     if not Path(path).is_file():
@@ -206,5 +213,6 @@ def load_multihop(path: str | os.PathLike, *, max_questions: int | None = None,
         return load_hotpotqa_ircot(path, max_questions=max_questions, name=name)
     if suffix == ".json":
         return load_musique(path, max_questions=max_questions, name=name)
-    raise ValueError(f"path: expected a .jsonl (HotpotQA IRCoT) or .json (MuSiQue) file, "
-                     f"got {path}")
+    raise ValueError(
+        f"path: expected a .jsonl (HotpotQA IRCoT) or .json (MuSiQue) file, got {path}"
+    )

@@ -23,8 +23,9 @@ try:
     import lightning.pytorch as pl
     from lightning.pytorch.callbacks import BasePredictionWriter
 except ImportError as err:  # pragma: no cover - depends on the installed extras
-    raise ImportError("georag.eval.batch_predict needs Lightning: pip install 'georag[train]'"
-                      ) from err
+    raise ImportError(
+        "georag.eval.batch_predict needs Lightning: pip install 'georag[train]'"
+    ) from err
 
 from georag.batch import CandidateBatch
 from georag.data.beir import BeirDataset

@@ -53,9 +53,15 @@ def busy_neighbours(count: int, *, settle_s: float = 0.5) -> Iterator[list[int]]
     They start before the body (``settle_s`` seconds to get scheduled) and are stopped,
     by their process ids, when it ends, also on error. Yields their ids.
     """
-    procs = [subprocess.Popen([sys.executable, "-c", _SPIN], stdin=subprocess.DEVNULL,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-             for _ in range(count)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", _SPIN],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        for _ in range(count)
+    ]
     try:
         if procs:
             time.sleep(settle_s)
@@ -105,19 +111,31 @@ def bench_parser(doc: str | None, *, repeats: int = 5) -> argparse.ArgumentParse
     parser = argparse.ArgumentParser(
         description=lines[0] if lines else None,
         epilog="\n".join(lines[1:]).strip() or None,
-        formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--data-dir", default=None,
-                        help="where data set names resolve (default: $GEORAG_DATA, as the "
-                             "georag command)")
-    parser.add_argument("--device", default=None,
-                        help="torch device (default: cuda when available, else cpu)")
-    parser.add_argument("--threads", type=_positive, default=None,
-                        help="torch CPU threads (default: $GEORAG_THREADS, $OMP_NUM_THREADS, "
-                             "else the free cores)")
-    parser.add_argument("--repeats", type=_positive, default=repeats,
-                        help=f"timed repetitions per figure (default {repeats})")
-    parser.add_argument("--out", type=Path, default=None,
-                        help="write the figures and the header to this JSON file")
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--data-dir",
+        default=None,
+        help="where data set names resolve (default: $GEORAG_DATA, as the georag command)",
+    )
+    parser.add_argument(
+        "--device", default=None, help="torch device (default: cuda when available, else cpu)"
+    )
+    parser.add_argument(
+        "--threads",
+        type=_positive,
+        default=None,
+        help="torch CPU threads (default: $GEORAG_THREADS, $OMP_NUM_THREADS, else the free cores)",
+    )
+    parser.add_argument(
+        "--repeats",
+        type=_positive,
+        default=repeats,
+        help=f"timed repetitions per figure (default {repeats})",
+    )
+    parser.add_argument(
+        "--out", type=Path, default=None, help="write the figures and the header to this JSON file"
+    )
     return parser
 
 
@@ -147,10 +165,12 @@ class Bench:
             "cores": self.threads.cores,
             "load_start": list(self.threads.load),
             "machine": f"{platform.machine()}, python {platform.python_version()}, "
-                       f"torch {torch.__version__}"
-                       + "".join(f", {name} {sys.modules[name].__version__}"
-                                 for name in ("transformers", "faiss", "networkx")
-                                 if name in sys.modules),
+            f"torch {torch.__version__}"
+            + "".join(
+                f", {name} {sys.modules[name].__version__}"
+                for name in ("transformers", "faiss", "networkx")
+                if name in sys.modules
+            ),
             "cuda": torch.cuda.get_device_name(0) if torch.cuda.is_available() else "none",
             "config": self.config,
         }
@@ -162,8 +182,7 @@ class Bench:
         if self.device.startswith("cuda"):
             torch.cuda.synchronize(self.device)
 
-    def time(self, fn: Callable[[int], object], *, repeats: int, warmup: int = 1,
-             per: int = 1):
+    def time(self, fn: Callable[[int], object], *, repeats: int, warmup: int = 1, per: int = 1):
         """:func:`georag.eval.timing.measure` with this benchmark's device synchronised.
 
         Returns
@@ -183,11 +202,17 @@ class Bench:
     def finish(self, results: object) -> dict:
         """Print the load at the end; write header and ``results`` to ``--out`` (JSON)."""
         load_end = os.getloadavg()
-        print(f"# load average at the end {load_end[0]:.2f} {load_end[1]:.2f} "
-              f"{load_end[2]:.2f} (start {self.threads.load[0]:.2f}); "
-              f"wall {time.time() - self.started:.1f} s")
-        record = {**self.header(), "load_end": list(load_end),
-                  "wall_s": time.time() - self.started, "results": results}
+        print(
+            f"# load average at the end {load_end[0]:.2f} {load_end[1]:.2f} "
+            f"{load_end[2]:.2f} (start {self.threads.load[0]:.2f}); "
+            f"wall {time.time() - self.started:.1f} s"
+        )
+        record = {
+            **self.header(),
+            "load_end": list(load_end),
+            "wall_s": time.time() - self.started,
+            "results": results,
+        }
         if self.out is not None:
             self.out.parent.mkdir(parents=True, exist_ok=True)
             tmp = self.out.with_name(self.out.name + ".tmp")
@@ -208,11 +233,18 @@ def start(args: argparse.Namespace, *, config: dict | None = None) -> Bench:
         The benchmark's own settings, printed and written with the figures.
     """
     settings = apply_thread_policy(args.threads)
-    bench = Bench(script=Path(sys.argv[0]).name, device=args.device or default_device(),
-                  threads=settings, config=dict(config or {}), out=args.out)
+    bench = Bench(
+        script=Path(sys.argv[0]).name,
+        device=args.device or default_device(),
+        threads=settings,
+        config=dict(config or {}),
+        out=args.out,
+    )
     head = bench.header()
-    print(f"# {head['script']} on {head['date_utc']} UTC: {head['machine']}; "
-          f"device {bench.device} (CUDA: {head['cuda']})")
+    print(
+        f"# {head['script']} on {head['date_utc']} UTC: {head['machine']}; "
+        f"device {bench.device} (CUDA: {head['cuda']})"
+    )
     print(f"# {settings.describe()}")
     if bench.config:
         print("# config: " + ", ".join(f"{k}={v}" for k, v in bench.config.items()))

@@ -53,8 +53,9 @@ def plot_flow(
     if history.ndim != 2 or history.shape[0] < 1:
         raise ValueError(f"history must have shape (T + 1, W), got {history.shape}")
     if relevant is not None and np.shape(relevant) != (history.shape[1],):
-        raise ValueError(f"relevant must have shape ({history.shape[1]},), got "
-                         f"{np.shape(relevant)}")
+        raise ValueError(
+            f"relevant must have shape ({history.shape[1]},), got {np.shape(relevant)}"
+        )
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(7, 4.5))
     steps = np.arange(history.shape[0])
@@ -64,19 +65,28 @@ def plot_flow(
             continue
         removed = line[-1] > eta
         style = "-" if relevant is None or relevant[col] else ":"
-        ax.plot(steps, np.clip(line, 1e-6, None), style,
-                color="tab:red" if removed else "tab:blue", lw=1.4)
+        ax.plot(
+            steps,
+            np.clip(line, 1e-6, None),
+            style,
+            color="tab:red" if removed else "tab:blue",
+            lw=1.4,
+        )
     ax.axhline(eta, color="black", ls="--", lw=1, label=f"eta = {eta:g}")
     ax.set_yscale("log")
     ax.set_xlabel("Ricci-flow iteration")
     ax.set_ylabel("normalized query-edge length")
     ax.set_title(title)
-    handles = [plt.Line2D([], [], color="tab:blue", label="kept (final <= eta)"),
-               plt.Line2D([], [], color="tab:red", label="removed (final > eta)"),
-               plt.Line2D([], [], color="black", ls="--", label=f"eta = {eta:g}")]
+    handles = [
+        plt.Line2D([], [], color="tab:blue", label="kept (final <= eta)"),
+        plt.Line2D([], [], color="tab:red", label="removed (final > eta)"),
+        plt.Line2D([], [], color="black", ls="--", label=f"eta = {eta:g}"),
+    ]
     if relevant is not None:
-        handles += [plt.Line2D([], [], color="gray", ls="-", label="relevant chunk"),
-                    plt.Line2D([], [], color="gray", ls=":", label="non-relevant chunk")]
+        handles += [
+            plt.Line2D([], [], color="gray", ls="-", label="relevant chunk"),
+            plt.Line2D([], [], color="gray", ls=":", label="non-relevant chunk"),
+        ]
     ax.legend(handles=handles, fontsize=8, loc="best")
     fig.tight_layout()
     path = Path(path)
@@ -126,8 +136,13 @@ def plot_query_edge_histogram(
         ax.hist(values, bins=edges, color="tab:blue")
     else:
         rel = np.asarray(relevant, dtype=bool)[finite]
-        ax.hist([values[~rel], values[rel]], bins=edges, stacked=True,
-                color=["tab:gray", "tab:green"], label=["non-relevant", "relevant"])
+        ax.hist(
+            [values[~rel], values[rel]],
+            bins=edges,
+            stacked=True,
+            color=["tab:gray", "tab:green"],
+            label=["non-relevant", "relevant"],
+        )
     ax.axvline(eta, color="black", ls="--", label=f"eta = {eta:g}")
     ax.set_xscale("log")
     ax.set_xlabel("final normalized query-edge length")

@@ -11,7 +11,11 @@ __all__ = ["plot_sweep"]
 
 
 def plot_sweep(
-    rows: list[dict], knobs: list[str], path: str | os.PathLike, *, metric: str = "ndcg@10",
+    rows: list[dict],
+    knobs: list[str],
+    path: str | os.PathLike,
+    *,
+    metric: str = "ndcg@10",
     title: str = "",
 ) -> Path:
     """One panel per knob: every grid point's ``metric`` with its 95% interval against the
@@ -43,8 +47,16 @@ def plot_sweep(
             offset = ((j % others) - (others - 1) / 2) * 0.25 / others
             x = x_of[r[knob]] + offset
             y, low, high = r[metric], r[f"{metric}_ci_low"], r[f"{metric}_ci_high"]
-            ax.errorbar(x, y, yerr=[[y - low], [high - y]], fmt="o", ms=3, color="tab:blue",
-                        alpha=0.35, lw=0.8)
+            ax.errorbar(
+                x,
+                y,
+                yerr=[[y - low], [high - y]],
+                fmt="o",
+                ms=3,
+                color="tab:blue",
+                alpha=0.35,
+                lw=0.8,
+            )
         means = [np.mean([r[metric] for r in points if r[knob] == v]) for v in levels]
         ax.plot(range(len(levels)), means, "-o", color="tab:blue", lw=2, label=f"{metric}, mean")
         ax.axhline(base[metric], color="black", ls="--", lw=1, label="first stage")
@@ -58,8 +70,14 @@ def plot_sweep(
         twin.set_ylabel("kept per query (n*)", color="tab:orange")
         ax.grid(alpha=0.3)
     handles = [h for a in (axes[0][0], twin) for h in a.get_legend_handles_labels()[0]]
-    fig.legend(handles, [h.get_label() for h in handles], loc="lower center", ncol=3,
-               fontsize=8, frameon=False)
+    fig.legend(
+        handles,
+        [h.get_label() for h in handles],
+        loc="lower center",
+        ncol=3,
+        fontsize=8,
+        frameon=False,
+    )
     fig.suptitle(title, fontsize=10)
     fig.tight_layout(rect=(0, 0.07, 1, 1))
     path = Path(path)

@@ -13,8 +13,9 @@ import numpy as np
 __all__ = ["networkx_diffusion", "networkx_maniscope"]
 
 
-def networkx_diffusion(emb: np.ndarray, scores: np.ndarray, *, damping: float = 0.85,
-                       top_k: int = 20) -> dict[int, float]:
+def networkx_diffusion(
+    emb: np.ndarray, scores: np.ndarray, *, damping: float = 0.85, top_k: int = 20
+) -> dict[int, float]:
     """Seed 002 ("Diffusion-Aided RAG") for one query: complete graph, pagerank, top-K.
 
     Parameters
@@ -43,14 +44,14 @@ def networkx_diffusion(emb: np.ndarray, scores: np.ndarray, *, damping: float = 
     p = scores - min(0.0, scores.min())
     if p.sum() == 0:
         p = np.ones_like(p)
-    ranks = nx.pagerank(graph, alpha=damping, personalization=dict(enumerate(p)),
-                        weight="weight")
+    ranks = nx.pagerank(graph, alpha=damping, personalization=dict(enumerate(p)), weight="weight")
     best = sorted(range(n), key=lambda i: -ranks[i])[:top_k]
     return {i: ranks[i] for i in best}
 
 
-def networkx_maniscope(query: np.ndarray, emb: np.ndarray, *, k: int = 5,
-                       alpha: float = 0.5) -> np.ndarray:
+def networkx_maniscope(
+    query: np.ndarray, emb: np.ndarray, *, k: int = 5, alpha: float = 0.5
+) -> np.ndarray:
     """Seed 001 (Maniscope) for one query: k-NN graph, Dijkstra from the top-1 candidate.
 
     Parameters

@@ -96,9 +96,7 @@ def _cells(rows: list[dict], columns: tuple[str, ...]) -> list[list[tuple[str, s
 
 def _present(rows: list[dict], columns: tuple[str, ...]) -> tuple[str, ...]:
     """The columns, less p-value columns that no row has (no baseline given)."""
-    return tuple(
-        c for c in columns if not c.endswith("_p_value") or any(c in row for row in rows)
-    )
+    return tuple(c for c in columns if not c.endswith("_p_value") or any(c in row for row in rows))
 
 
 def markdown_table(rows: list[dict], columns: tuple[str, ...] = COLUMNS) -> str:
@@ -182,8 +180,12 @@ def write_reports(
     legend = "\n" + LEGEND + "\n"
     if any(key.endswith("_ci_low") for row in rows for key in row):
         legend += "\n" + SIGNIFICANCE + "\n"
-    files = {"results.json": payload, "results.md": header + table + legend,
-             "results.csv": buffer.getvalue(), "results.tex": latex_table(rows)}
+    files = {
+        "results.json": payload,
+        "results.md": header + table + legend,
+        "results.csv": buffer.getvalue(),
+        "results.tex": latex_table(rows),
+    }
     if per_query is not None:
         files["per_query.json"] = json.dumps(per_query)
     write_file_set(out, files, manifest=MANIFEST, format=FORMAT, version=VERSION)
@@ -201,8 +203,9 @@ def read_results(path: str | os.PathLike) -> list[dict]:
     if path.is_dir():
         path = path / "results.json"
     if (path.parent / MANIFEST).is_file() and path.name == "results.json":
-        blob = read_file_set(path.parent, manifest=MANIFEST, format=FORMAT,
-                             version=VERSION)["results.json"]
+        blob = read_file_set(path.parent, manifest=MANIFEST, format=FORMAT, version=VERSION)[
+            "results.json"
+        ]
     elif path.is_file():
         blob = path.read_bytes()
     else:

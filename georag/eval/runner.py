@@ -58,9 +58,7 @@ class EvalConfig:
 
     def __post_init__(self) -> None:
         if self.baseline not in (None, "none") and self.baseline not in self.methods:
-            raise ValueError(
-                f"baseline: {self.baseline!r} is not among the methods {self.methods}"
-            )
+            raise ValueError(f"baseline: {self.baseline!r} is not among the methods {self.methods}")
 
     @classmethod
     def from_dict(cls, values: dict) -> EvalConfig:
@@ -91,8 +89,13 @@ class EvalConfig:
 
 def _progress(method: object, total: int, batch_size: int) -> tqdm:
     """A per-method bar over queries (shown when the method runs in more than one batch)."""
-    return tqdm(total=total, desc=f"  {getattr(method, 'name', 'method')}", unit="query",
-                leave=False, disable=total <= batch_size)
+    return tqdm(
+        total=total,
+        desc=f"  {getattr(method, 'name', 'method')}",
+        unit="query",
+        leave=False,
+        disable=total <= batch_size,
+    )
 
 
 def _apply(reranker: Reranker, batch: CandidateBatch, batch_size: int) -> RerankResult:
@@ -160,6 +163,7 @@ def evaluate_methods(
             run = scores_to_run(result.scores, result.keep, queries.ids, method.row_ids)
             stage_ms = None
         else:
+
             def run_all(m=method):
                 return _apply(m, batch, batch_size)
 
@@ -195,8 +199,7 @@ def _apply_retriever(retriever, queries: QueryBatch, top_k: int, batch_size: int
     parts = []
     with _progress(retriever, len(queries.ids), batch_size) as bar:
         for start in range(0, len(queries.ids), batch_size):
-            parts.append(retriever.retrieve(queries.slice(start, start + batch_size),
-                                            top_k=top_k))
+            parts.append(retriever.retrieve(queries.slice(start, start + batch_size), top_k=top_k))
             bar.update(parts[-1].scores.shape[0])
     return RerankResult(
         scores=torch.cat([p.scores for p in parts]), keep=torch.cat([p.keep for p in parts])

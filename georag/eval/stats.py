@@ -36,7 +36,10 @@ PerQuery = dict[str, dict[str, float]]  # {metric: {query_id: value}}
 
 
 def bootstrap_ci(
-    values: Sequence[float], *, confidence: float = CONFIDENCE, resamples: int = RESAMPLES,
+    values: Sequence[float],
+    *,
+    confidence: float = CONFIDENCE,
+    resamples: int = RESAMPLES,
     seed: int = SEED,
 ) -> tuple[float, float]:
     """Percentile bootstrap confidence interval of the mean of ``values``.
@@ -55,8 +58,12 @@ def bootstrap_ci(
     if np.all(sample == sample[0]):  # every resample has the same mean
         return float(sample[0]), float(sample[0])
     result = bootstrap(
-        (sample,), np.mean, confidence_level=confidence, n_resamples=resamples,
-        method="percentile", rng=np.random.default_rng(seed),
+        (sample,),
+        np.mean,
+        confidence_level=confidence,
+        n_resamples=resamples,
+        method="percentile",
+        rng=np.random.default_rng(seed),
     )
     return float(result.confidence_interval.low), float(result.confidence_interval.high)
 
@@ -80,13 +87,19 @@ def paired_permutation_p(
     x = np.asarray(ours, dtype=np.float64)
     y = np.asarray(base, dtype=np.float64)
     if x.shape != y.shape or x.ndim != 1 or x.size == 0:
-        raise ValueError(f"ours and base must be equal-length 1-D samples, got {x.shape}, "
-                         f"{y.shape}")
+        raise ValueError(
+            f"ours and base must be equal-length 1-D samples, got {x.shape}, {y.shape}"
+        )
     if np.array_equal(x, y):
         return 1.0
     result = permutation_test(
-        (x, y), _mean_difference, permutation_type="samples", vectorized=True,
-        n_resamples=resamples, alternative="two-sided", rng=np.random.default_rng(seed),
+        (x, y),
+        _mean_difference,
+        permutation_type="samples",
+        vectorized=True,
+        n_resamples=resamples,
+        alternative="two-sided",
+        rng=np.random.default_rng(seed),
     )
     return float(result.pvalue)
 
@@ -101,7 +114,10 @@ def holm(pvalues: Sequence[float]) -> list[float]:
 
 
 def annotate(
-    rows: list[dict], per_query: dict[str, PerQuery], metrics: Sequence[str], *,
+    rows: list[dict],
+    per_query: dict[str, PerQuery],
+    metrics: Sequence[str],
+    *,
     baseline: str | None = None,
 ) -> list[dict]:
     """Add ``<metric>_ci_low``, ``<metric>_ci_high`` (and ``<metric>_p_value``) to ``rows``.
@@ -153,14 +169,20 @@ def annotate(
 
 
 def summarize(
-    per_query: dict[str, PerQuery], metrics: Sequence[str], *, baseline: str | None = None,
+    per_query: dict[str, PerQuery],
+    metrics: Sequence[str],
+    *,
+    baseline: str | None = None,
     dataset: str = "",
 ) -> list[dict]:
     """Rows ``{dataset, method, <metric>, <metric>_ci_low, ...}`` from per-query values
     (means over the judged queries), annotated as by :func:`annotate`; for the scripts."""
     rows = [
-        {"dataset": dataset, "method": method,
-         **{m: float(np.mean(list(values[m].values()))) for m in metrics}}
+        {
+            "dataset": dataset,
+            "method": method,
+            **{m: float(np.mean(list(values[m].values()))) for m in metrics},
+        }
         for method, values in per_query.items()
     ]
     return annotate(rows, per_query, metrics, baseline=baseline)

@@ -126,7 +126,8 @@ def run_sweep(config: SweepConfig, *, encoder: TextEncoder | None = None) -> lis
     batch = stage.retrieve(ids, [dataset.queries[q] for q in ids], with_texts=True)
     values: dict[str, dict] = {}
     common = dict(
-        dataset=dataset.name, batch_size=config.batch_size,
+        dataset=dataset.name,
+        batch_size=config.batch_size,
         latency_samples=config.latency_samples,
     )
     rows = evaluate_methods(batch, dataset.qrels, [BASELINE], per_query_out=values, **common)
@@ -135,8 +136,12 @@ def run_sweep(config: SweepConfig, *, encoder: TextEncoder | None = None) -> lis
         label = f"{config.method}#{i}"
         found: dict[str, dict] = {}
         row = evaluate_methods(
-            batch, dataset.qrels, [config.method], method_options=options,
-            per_query_out=found, **common,
+            batch,
+            dataset.qrels,
+            [config.method],
+            method_options=options,
+            per_query_out=found,
+            **common,
         )[0]
         values[label] = found[config.method]
         rows.append({**row, "label": label, **knobs})
@@ -165,13 +170,19 @@ def _write(rows: list[dict], values: dict, config: SweepConfig, seconds: float) 
     atomic_write(out / "per_query.json", per_query)
     header = (
         "```\n"
-        + json.dumps({"config": asdict(config), "wall_s": round(seconds, 1),
-                      "environment": environment()}, indent=2)
+        + json.dumps(
+            {"config": asdict(config), "wall_s": round(seconds, 1), "environment": environment()},
+            indent=2,
+        )
         + "\n```\n\n"
     )
     text = header + markdown_table(rows, cols) + "\n" + SIGNIFICANCE + "\n" + LEGEND + "\n"
     atomic_write(out / "sweep.md", text)
     latex = latex_table(rows, cols)
     atomic_write(out / "sweep.tex", latex)
-    plot_sweep(rows, list(config.grid), out / "sweep.png", title=f"{config.method} on "
-               f"{config.dataset} ({rows[0]['num_queries']} queries)")
+    plot_sweep(
+        rows,
+        list(config.grid),
+        out / "sweep.png",
+        title=f"{config.method} on {config.dataset} ({rows[0]['num_queries']} queries)",
+    )

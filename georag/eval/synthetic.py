@@ -15,9 +15,17 @@ from georag.batch import CandidateBatch
 __all__ = ["random_batch", "top_pool", "unit_rows", "clustered_unit_rows", "random_graphs"]
 
 
-def random_batch(rng: np.random.Generator, b: int, m: int, d: int, *,
-                 dtype: torch.dtype = torch.float64, padded=(), unit: bool = False,
-                 shuffle: bool = False) -> CandidateBatch:
+def random_batch(
+    rng: np.random.Generator,
+    b: int,
+    m: int,
+    d: int,
+    *,
+    dtype: torch.dtype = torch.float64,
+    padded=(),
+    unit: bool = False,
+    shuffle: bool = False,
+) -> CandidateBatch:
     """Candidates correlated with their query; scores are their dot products.
 
     Parameters
@@ -75,8 +83,9 @@ def unit_rows(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
     return x / np.linalg.norm(x, axis=-1, keepdims=True)
 
 
-def clustered_unit_rows(rng: np.random.Generator, b: int, n: int, d: int, *,
-                        spread: float = 0.6) -> np.ndarray:
+def clustered_unit_rows(
+    rng: np.random.Generator, b: int, n: int, d: int, *, spread: float = 0.6
+) -> np.ndarray:
     """``b`` groups of ``n`` unit vectors around a random centre each, shape (b, n, d).
 
     ``spread`` weighs the per-vector noise against the shared centre (0 gives ``n``
@@ -87,10 +96,16 @@ def clustered_unit_rows(rng: np.random.Generator, b: int, n: int, d: int, *,
     return x / np.linalg.norm(x, axis=-1, keepdims=True)
 
 
-def random_graphs(rng: np.random.Generator, b: int, n: int, *,
-                  density: float | tuple[float, float] = (0.15, 0.8),
-                  weighted: bool = True, low: float = 0.5, high: float = 2.0
-                  ) -> tuple[np.ndarray, np.ndarray]:
+def random_graphs(
+    rng: np.random.Generator,
+    b: int,
+    n: int,
+    *,
+    density: float | tuple[float, float] = (0.15, 0.8),
+    weighted: bool = True,
+    low: float = 0.5,
+    high: float = 2.0,
+) -> tuple[np.ndarray, np.ndarray]:
     """Erdos-Renyi graphs (often disconnected at low density, isolated nodes included).
 
     Parameters

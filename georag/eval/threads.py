@@ -33,8 +33,14 @@ import sys
 import time
 from dataclasses import dataclass
 
-__all__ = ["THREADS_ENV", "ThreadSettings", "usable_cores", "busy_cores", "default_threads",
-           "apply_thread_policy"]
+__all__ = [
+    "THREADS_ENV",
+    "ThreadSettings",
+    "usable_cores",
+    "busy_cores",
+    "default_threads",
+    "apply_thread_policy",
+]
 
 THREADS_ENV = "GEORAG_THREADS"
 WAIT_POLICY = "PASSIVE"
@@ -70,9 +76,11 @@ class ThreadSettings:
 
     def describe(self) -> str:
         """One line for a log or a benchmark header."""
-        return (f"torch threads {self.threads} ({self.source}), interop {self.interop_threads}, "
-                f"OMP_WAIT_POLICY {self.wait_policy}, usable cores {self.cores}, "
-                f"load average {self.load[0]:.2f} {self.load[1]:.2f} {self.load[2]:.2f}")
+        return (
+            f"torch threads {self.threads} ({self.source}), interop {self.interop_threads}, "
+            f"OMP_WAIT_POLICY {self.wait_policy}, usable cores {self.cores}, "
+            f"load average {self.load[0]:.2f} {self.load[1]:.2f} {self.load[2]:.2f}"
+        )
 
 
 def usable_cores() -> int:
@@ -159,6 +167,11 @@ def apply_thread_policy(threads: int | None = None) -> ThreadSettings:
         torch.set_num_interop_threads(1)
     except RuntimeError:  # inter-op work already ran; torch keeps its pool
         pass
-    return ThreadSettings(threads=torch.get_num_threads(), source=source,
-                          interop_threads=torch.get_num_interop_threads(), wait_policy=wait,
-                          cores=usable_cores(), load=os.getloadavg())
+    return ThreadSettings(
+        threads=torch.get_num_threads(),
+        source=source,
+        interop_threads=torch.get_num_interop_threads(),
+        wait_policy=wait,
+        cores=usable_cores(),
+        load=os.getloadavg(),
+    )

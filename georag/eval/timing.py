@@ -104,12 +104,15 @@ class Timing:
         return None if self.cpu_ms is None else statistics.median(self.cpu_ms)
 
     def as_dict(self) -> dict[str, float | int | None]:
-        return {"median_ms": self.median, "p90_ms": self.p90, "samples": len(self.samples_ms),
-                "cpu_median_ms": self.cpu_median}
+        return {
+            "median_ms": self.median,
+            "p90_ms": self.p90,
+            "samples": len(self.samples_ms),
+            "cpu_median_ms": self.cpu_median,
+        }
 
 
-def measure(fn: Callable[[int], object], *, repeats: int, warmup: int = 1,
-            per: int = 1) -> Timing:
+def measure(fn: Callable[[int], object], *, repeats: int, warmup: int = 1, per: int = 1) -> Timing:
     """Time ``fn(i)`` for ``i`` in ``range(repeats)`` after ``warmup`` untimed calls.
 
     Parameters
@@ -122,8 +125,9 @@ def measure(fn: Callable[[int], object], *, repeats: int, warmup: int = 1,
         Units each call handles; samples are milliseconds per unit.
     """
     if repeats < 1 or warmup < 0 or per < 1:
-        raise ValueError(f"need repeats >= 1, warmup >= 0 and per >= 1, got {repeats}, "
-                         f"{warmup}, {per}")
+        raise ValueError(
+            f"need repeats >= 1, warmup >= 0 and per >= 1, got {repeats}, {warmup}, {per}"
+        )
     for i in range(warmup):
         fn(i)
     wall, cpu = [], []

@@ -45,8 +45,12 @@ def ricci_details(config: dict, out: Path, *, query: int = 0) -> tuple[dict, Pat
     dataset = eval_dataset(eval_config)
     stage = FirstStage(
         dataset,
-        FirstStageConfig(first_stage=eval_config.first_stage, top_m=eval_config.top_m,
-                         index_kind=eval_config.index_kind, fusion=eval_config.fusion),
+        FirstStageConfig(
+            first_stage=eval_config.first_stage,
+            top_m=eval_config.top_m,
+            index_kind=eval_config.index_kind,
+            fusion=eval_config.fusion,
+        ),
         cache_dir=eval_config.cache_dir,
     )
     ids = list(dataset.queries)
@@ -62,8 +66,13 @@ def ricci_details(config: dict, out: Path, *, query: int = 0) -> tuple[dict, Pat
     qid = batch.query_ids[query]
     relevant = torch.tensor([batch.doc_ids[query][s] in dataset.qrels[qid] for s in slots])
     history = one.flow.history_lengths[:, 0, 0, 1 : 1 + len(slots)]
-    png = plot_flow(history.numpy(), out / "flow.png", eta=ricci.config.eta,
-                    relevant=relevant.numpy(), title=f"Ricci flow, query {qid}")
+    png = plot_flow(
+        history.numpy(),
+        out / "flow.png",
+        eta=ricci.config.eta,
+        relevant=relevant.numpy(),
+        title=f"Ricci flow, query {qid}",
+    )
     return finite, png
 
 
@@ -77,11 +86,16 @@ def per_query_rows(rows: list[dict], per_query: dict, lengths: dict) -> tuple[li
         values = per_query[row["method"]]
         ricci = row["method"].split("+")[0] == "ricci"
         for qid in values[metrics[0]]:
-            data.append([
-                row["dataset"], row["method"], qid, values["kept"].get(qid),
-                *[values[m][qid] for m in metrics],
-                json.dumps(lengths.get(qid, [])) if ricci else "",
-            ])
+            data.append(
+                [
+                    row["dataset"],
+                    row["method"],
+                    qid,
+                    values["kept"].get(qid),
+                    *[values[m][qid] for m in metrics],
+                    json.dumps(lengths.get(qid, [])) if ricci else "",
+                ]
+            )
     return columns, data
 
 
@@ -140,8 +154,9 @@ def log_to_wandb(rows: list[dict], config: dict, out: Path, *, project: str = "g
     return folder
 
 
-def log_sweep_to_wandb(rows: list[dict], config: dict, out: Path, *,
-                       project: str = "georag") -> Path:
+def log_sweep_to_wandb(
+    rows: list[dict], config: dict, out: Path, *, project: str = "georag"
+) -> Path:
     """Log one sweep (its config, the table of grid points and ``out / "sweep.png"``)."""
     import wandb
 
@@ -151,10 +166,14 @@ def log_sweep_to_wandb(rows: list[dict], config: dict, out: Path, *,
     cols += [f"{m}_ci_{side}" for m in SHOWN for side in ("low", "high")]
     run = _init(config, out, f"sweep-{config['method']}-{config['dataset']}", project)
     try:
-        run.log({
-            "sweep": wandb.Table(columns=cols, data=[[row.get(c) for c in cols] for row in rows]),
-            "sweep_plot": wandb.Image(str(out / "sweep.png")),
-        })
+        run.log(
+            {
+                "sweep": wandb.Table(
+                    columns=cols, data=[[row.get(c) for c in cols] for row in rows]
+                ),
+                "sweep_plot": wandb.Image(str(out / "sweep.png")),
+            }
+        )
         folder = Path(run.dir).parent
     finally:
         run.finish()

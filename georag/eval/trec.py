@@ -29,8 +29,13 @@ def manifest_path(path: str | os.PathLike) -> Path:
 def write_run_text(text: str, path: str | os.PathLike) -> None:
     """Write already formatted run lines to ``path`` with their manifest, as one set."""
     path = Path(path)
-    write_file_set(path.parent, {path.name: text}, manifest=manifest_path(path).name,
-                   format=FORMAT, version=VERSION)
+    write_file_set(
+        path.parent,
+        {path.name: text},
+        manifest=manifest_path(path).name,
+        format=FORMAT,
+        version=VERSION,
+    )
 
 
 def write_run(run: Run, path: str | os.PathLike, *, tag: str = "georag") -> None:
@@ -50,8 +55,9 @@ def read_run(path: str | os.PathLike) -> Run:
     path = Path(path)
     sidecar = manifest_path(path)
     if sidecar.is_file() or sidecar.parent.joinpath(f".{sidecar.name}.pending").is_dir():
-        blob = read_file_set(path.parent, manifest=sidecar.name, format=FORMAT,
-                             version=VERSION).get(path.name)
+        blob = read_file_set(
+            path.parent, manifest=sidecar.name, format=FORMAT, version=VERSION
+        ).get(path.name)
         if blob is None:
             raise ValueError(f"{sidecar}: does not list {path.name}")
     elif path.is_file():
@@ -63,8 +69,9 @@ def read_run(path: str | os.PathLike) -> Run:
         try:
             line = raw.decode("utf-8")
         except UnicodeDecodeError as err:
-            raise ValueError(f"{path}:{line_no}: not UTF-8 text ({err.reason} at byte "
-                             f"{err.start})") from None
+            raise ValueError(
+                f"{path}:{line_no}: not UTF-8 text ({err.reason} at byte {err.start})"
+            ) from None
         if not line.strip():
             continue
         fields = line.split()

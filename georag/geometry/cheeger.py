@@ -38,8 +38,9 @@ def _check_graph(weights: torch.Tensor, mask: torch.Tensor | None) -> torch.Tens
     if mask is None:
         return torch.ones(b, n, dtype=torch.bool, device=weights.device)
     if mask.shape != (b, n) or mask.dtype != torch.bool:
-        raise ValueError(f"mask must be a bool tensor of shape ({b}, {n}), "
-                         f"got {mask.dtype} {tuple(mask.shape)}")
+        raise ValueError(
+            f"mask must be a bool tensor of shape ({b}, {n}), got {mask.dtype} {tuple(mask.shape)}"
+        )
     return mask
 
 
@@ -57,8 +58,9 @@ def _clean(weights: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     return weights.masked_fill(~keep, 0.0)
 
 
-def sweep_order(weights: torch.Tensor, *, sweep_size: int,
-                mask: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+def sweep_order(
+    weights: torch.Tensor, *, sweep_size: int, mask: torch.Tensor | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
     """The sweep of every node: itself, then its neighbours by decreasing edge weight.
 
     Parameters
@@ -83,8 +85,9 @@ def sweep_order(weights: torch.Tensor, *, sweep_size: int,
     return _sweep_order(_clean(weights, mask), mask, sweep_size)
 
 
-def _sweep_order(w: torch.Tensor, mask: torch.Tensor,
-                 sweep_size: int) -> tuple[torch.Tensor, torch.Tensor]:
+def _sweep_order(
+    w: torch.Tensor, mask: torch.Tensor, sweep_size: int
+) -> tuple[torch.Tensor, torch.Tensor]:
     """:func:`sweep_order` on cleaned weights (no checks)."""
     n = w.shape[1]
     key = w.masked_fill(w <= 0, -torch.inf)
@@ -100,9 +103,14 @@ def _sweep_order(w: torch.Tensor, mask: torch.Tensor,
     return order, valid
 
 
-def local_cheeger_ratio(weights: torch.Tensor, volume: torch.Tensor, *, sweep_size: int,
-                        strength: torch.Tensor | None = None,
-                        mask: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+def local_cheeger_ratio(
+    weights: torch.Tensor,
+    volume: torch.Tensor,
+    *,
+    sweep_size: int,
+    strength: torch.Tensor | None = None,
+    mask: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Local Cheeger ratio of every node: the minimum of cut/volume over its sweep sets.
 
     Parameters
@@ -137,8 +145,9 @@ def local_cheeger_ratio(weights: torch.Tensor, volume: torch.Tensor, *, sweep_si
     if strength is None:
         strength = row_sum
     elif strength.shape != mask.shape:
-        raise ValueError(f"strength must have shape {tuple(mask.shape)}, "
-                         f"got {tuple(strength.shape)}")
+        raise ValueError(
+            f"strength must have shape {tuple(mask.shape)}, got {tuple(strength.shape)}"
+        )
     elif (strength < row_sum * (1 - 1e-5) - 1e-6)[mask].any():
         raise ValueError("strength must be at least each node's row sum of weights")
     if sweep_size < 1:
@@ -162,8 +171,13 @@ def local_cheeger_ratio(weights: torch.Tensor, volume: torch.Tensor, *, sweep_si
     return ratio, best_size
 
 
-def pruning_scores(weights: torch.Tensor, ratio: torch.Tensor, *, eps: float = 1e-6,
-                   mask: torch.Tensor | None = None) -> torch.Tensor:
+def pruning_scores(
+    weights: torch.Tensor,
+    ratio: torch.Tensor,
+    *,
+    eps: float = 1e-6,
+    mask: torch.Tensor | None = None,
+) -> torch.Tensor:
     """Structural difference of the two ends of every edge.
 
     Parameters
@@ -192,8 +206,9 @@ def pruning_scores(weights: torch.Tensor, ratio: torch.Tensor, *, eps: float = 1
     return torch.where(w > 0, score, 0.0)
 
 
-def prune_edges(weights: torch.Tensor, scores: torch.Tensor, *,
-                threshold: float) -> tuple[torch.Tensor, torch.Tensor]:
+def prune_edges(
+    weights: torch.Tensor, scores: torch.Tensor, *, threshold: float
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Remove every edge whose pruning score exceeds ``threshold``.
 
     Parameters
@@ -212,8 +227,9 @@ def prune_edges(weights: torch.Tensor, scores: torch.Tensor, *,
         The removed edges (both directions).
     """
     if scores.shape != weights.shape:
-        raise ValueError(f"scores must have shape {tuple(weights.shape)}, "
-                         f"got {tuple(scores.shape)}")
+        raise ValueError(
+            f"scores must have shape {tuple(weights.shape)}, got {tuple(scores.shape)}"
+        )
     if threshold != threshold or threshold < 0:
         raise ValueError(f"threshold must be non-negative, got {threshold}")
     removed = (weights > 0) & (scores > threshold)

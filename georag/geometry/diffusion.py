@@ -149,8 +149,10 @@ def personalized_pagerank(
 def _check_damping(damping: float | torch.Tensor) -> float | torch.Tensor:
     if isinstance(damping, torch.Tensor):
         if damping.dim() != 0 or not damping.is_floating_point():
-            raise ValueError(f"damping must be a float or a 0-d float tensor, "
-                             f"got shape {tuple(damping.shape)} {damping.dtype}")
+            raise ValueError(
+                f"damping must be a float or a 0-d float tensor, "
+                f"got shape {tuple(damping.shape)} {damping.dtype}"
+            )
         value = float(damping.detach())
     else:
         value = float(damping)

@@ -66,8 +66,13 @@ EXACT_MAX_SUPPORT = 2000
 #: (``ollivier_ricci(lengths, adjacency, **SINKHORN_ACCURACY)``, also for
 #: :func:`ricci_flow`): a smaller regularization and more iterations than the defaults,
 #: so that fewer edges fall back to the exact solve.
-SINKHORN_ACCURACY = {"method": "sinkhorn", "epsilon": 0.01, "max_iter": 3000, "tol": 1e-7,
-                     "accuracy": 5e-4}
+SINKHORN_ACCURACY = {
+    "method": "sinkhorn",
+    "epsilon": 0.01,
+    "max_iter": 3000,
+    "tol": 1e-7,
+    "accuracy": 5e-4,
+}
 _NEIGHBOUR_WEIGHT_FLOOR = 1e-7  # GraphRicciCurvature's EPSILON
 _ZERO_DISTANCE = 1e-7
 _KERNEL_SPAN = 1.6  # widest cost / epsilon, in units of max_cost_over_epsilon
@@ -77,8 +82,7 @@ class RicciConvergenceWarning(RuntimeWarning):
     """A flow step's Sinkhorn solves missed their tolerance (``accuracy=None`` only)."""
 
 
-def _check_graph(lengths: torch.Tensor, adjacency: torch.Tensor, directed: bool = False
-                 ) -> None:
+def _check_graph(lengths: torch.Tensor, adjacency: torch.Tensor, directed: bool = False) -> None:
     if lengths.dim() != 3 or lengths.shape[1] != lengths.shape[2]:
         raise ValueError(f"lengths must have shape (B, N, N), got {tuple(lengths.shape)}")
     if not lengths.is_floating_point():
@@ -89,8 +93,9 @@ def _check_graph(lengths: torch.Tensor, adjacency: torch.Tensor, directed: bool 
             f"got {adjacency.dtype} {tuple(adjacency.shape)}"
         )
     if not directed and not torch.equal(adjacency, adjacency.transpose(1, 2)):
-        raise ValueError("adjacency must be symmetric (undirected graphs; directed=True "
-                         "for directed ones)")
+        raise ValueError(
+            "adjacency must be symmetric (undirected graphs; directed=True for directed ones)"
+        )
     if adjacency.diagonal(dim1=1, dim2=2).any():
         raise ValueError("adjacency must be False on the diagonal (no self loops)")
     edge_lengths = lengths[adjacency]
@@ -143,12 +148,14 @@ def node_measures(
     """
     _check_graph(lengths, adjacency)
     _check_measure_options(alpha, exp_power, base, nbr_topk)
-    return _node_measures(lengths, adjacency, alpha=alpha, exp_power=exp_power, base=base,
-                          nbr_topk=nbr_topk)
+    return _node_measures(
+        lengths, adjacency, alpha=alpha, exp_power=exp_power, base=base, nbr_topk=nbr_topk
+    )
 
 
-def _check_measure_options(alpha: float, exp_power: float, base: float = math.e,
-                           nbr_topk: int | None = None) -> None:
+def _check_measure_options(
+    alpha: float, exp_power: float, base: float = math.e, nbr_topk: int | None = None
+) -> None:
     if not 0.0 <= alpha <= 1.0:
         raise ValueError(f"alpha must lie in [0, 1], got {alpha}")
     if not math.isfinite(exp_power) or exp_power < 0:
@@ -159,12 +166,19 @@ def _check_measure_options(alpha: float, exp_power: float, base: float = math.e,
         raise ValueError(f"nbr_topk must be >= 1 or None, got {nbr_topk}")
 
 
-def _node_measures(lengths: torch.Tensor, adjacency: torch.Tensor, *, alpha: float,
-                   exp_power: float, base: float = math.e, nbr_topk: int | None = None
-                   ) -> torch.Tensor:
+def _node_measures(
+    lengths: torch.Tensor,
+    adjacency: torch.Tensor,
+    *,
+    alpha: float,
+    exp_power: float,
+    base: float = math.e,
+    nbr_topk: int | None = None,
+) -> torch.Tensor:
     n = lengths.shape[1]
     logits = (-math.log(base) * lengths.clamp_min(0.0).pow(exp_power)).masked_fill(
-        ~adjacency, -math.inf)
+        ~adjacency, -math.inf
+    )
     if nbr_topk is not None and n and nbr_topk < int(adjacency.sum(2).max()):
         # the nbr_topk largest weights, ties to the larger index: sort the reversed
         # columns stably by decreasing weight
@@ -185,8 +199,9 @@ def _node_measures(lengths: torch.Tensor, adjacency: torch.Tensor, *, alpha: flo
     return (1.0 - alpha) * spread.masked_fill(isolated, 0.0) + keep * eye
 
 
-def _edge_index(adjacency: torch.Tensor, directed: bool = False
-                ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def _edge_index(
+    adjacency: torch.Tensor, directed: bool = False
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Padded list of the edges of each graph: ``i < j`` (undirected) or every ``i -> j``.
 
     Returns ``(i, j, valid)``, each of shape (B, E) with E the largest edge count.
@@ -200,8 +215,14 @@ def _edge_index(adjacency: torch.Tensor, directed: bool = False
     return order // n, order % n, valid
 
 
-def _scatter_edges(values: torch.Tensor, i: torch.Tensor, j: torch.Tensor, valid: torch.Tensor,
-                   n: int, directed: bool = False) -> torch.Tensor:
+def _scatter_edges(
+    values: torch.Tensor,
+    i: torch.Tensor,
+    j: torch.Tensor,
+    valid: torch.Tensor,
+    n: int,
+    directed: bool = False,
+) -> torch.Tensor:
     b = values.shape[0]
     out = values.new_zeros(b, n * n)
     values = values.masked_fill(~valid, 0.0)
@@ -223,9 +244,13 @@ def _neighbourhoods(adjacency: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor
     return index, torch.gather(closed, 2, index)
 
 
-def _edge_problems(neighbours: tuple[tuple[torch.Tensor, torch.Tensor], ...],
-                   dist: torch.Tensor, i: torch.Tensor, j: torch.Tensor, *tensors: torch.Tensor
-                   ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, list[torch.Tensor]]:
+def _edge_problems(
+    neighbours: tuple[tuple[torch.Tensor, torch.Tensor], ...],
+    dist: torch.Tensor,
+    i: torch.Tensor,
+    j: torch.Tensor,
+    *tensors: torch.Tensor,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, list[torch.Tensor]]:
     """Each edge's transport problem restricted to ``N[x] x N[y]``.
 
     ``neighbours`` holds the closed neighbourhoods of the sources and of the targets
@@ -248,8 +273,9 @@ def _edge_problems(neighbours: tuple[tuple[torch.Tensor, torch.Tensor], ...],
     half = len(tensors) // 2
     out = []
     for t, (idx, m) in zip(tensors, [(rows, row_mask)] * half + [(cols, col_mask)] * half):
-        out.append(torch.where(m, torch.gather(t, 2, idx), torch.zeros((), dtype=t.dtype,
-                                                                          device=t.device)))
+        out.append(
+            torch.where(m, torch.gather(t, 2, idx), torch.zeros((), dtype=t.dtype, device=t.device))
+        )
     return cost, row_mask, col_mask, out
 
 
@@ -260,8 +286,9 @@ class _WarmStart:
     potential: torch.Tensor | None = None
 
 
-def _warm_start(warm: _WarmStart, source: torch.Tensor, eps: torch.Tensor
-                ) -> tuple[torch.Tensor, torch.Tensor] | None:
+def _warm_start(
+    warm: _WarmStart, source: torch.Tensor, eps: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor] | None:
     """Starting scalings ``u = exp(f / eps)`` from the carried potentials ``f``.
 
     ``u`` is defined up to a factor per problem, and the support of ``source`` moves from
@@ -313,21 +340,27 @@ def _curvature(
     out_measures = _node_measures(lengths64, adjacency, **measure)
     # GraphRicciCurvature's directed measures: the source spreads over its predecessors,
     # the target over its successors
-    in_measures = _node_measures(lengths64.transpose(1, 2), adjacency.transpose(1, 2),
-                                 **measure) if directed else out_measures
+    in_measures = (
+        _node_measures(lengths64.transpose(1, 2), adjacency.transpose(1, 2), **measure)
+        if directed
+        else out_measures
+    )
     rows = torch.arange(b, device=lengths.device).unsqueeze(1)
     d_edge = dist[rows, i, j]
     spread = valid & (d_edge >= _ZERO_DISTANCE)
 
     def problems(*tensors: torch.Tensor):
         """The edge problems on N[x] x N[y] (see :func:`_edge_problems`)."""
-        neighbours = (_neighbourhoods(adjacency.transpose(1, 2)) if directed else
-                      _neighbourhoods(adjacency), _neighbourhoods(adjacency))
+        neighbours = (
+            _neighbourhoods(adjacency.transpose(1, 2)) if directed else _neighbourhoods(adjacency),
+            _neighbourhoods(adjacency),
+        )
         return _edge_problems(neighbours, dist, i, j, *tensors)
 
     if method == "average":
-        transport = _average_transport(adjacency, dist, d_edge, i, j, alpha=alpha,
-                                       directed=directed)
+        transport = _average_transport(
+            adjacency, dist, d_edge, i, j, alpha=alpha, directed=directed
+        )
         kappa = torch.where(spread, 1.0 - transport / d_edge.clamp_min(_ZERO_DISTANCE), 0.0)
         return kappa.to(lengths.dtype), torch.ones_like(valid), torch.zeros_like(valid)
     # Only the mass that must move: W(m_x, m_y) = W((m_x - m_y)+, (m_y - m_x)+) when the
@@ -338,7 +371,8 @@ def _curvature(
     source, target = surplus.clamp_min(0.0), (-surplus).clamp_min(0.0)
     out_mass, in_mass = source.sum(-1, keepdim=True), target.sum(-1, keepdim=True)
     moving = (torch.minimum(out_mass, in_mass) > 64 * torch.finfo(torch.float64).eps) & (
-        spread.unsqueeze(-1))
+        spread.unsqueeze(-1)
+    )
     point = torch.zeros_like(source[:1, :1])
     point[..., 0] = 1.0
     source = torch.where(moving, source / out_mass, point)
@@ -356,15 +390,32 @@ def _curvature(
         converged, exact = valid.clone(), moving
     else:
         work = torch.float64 if accuracy is not None else transport_dtype or lengths.dtype
-        eps, center = _sinkhorn_epsilon(lengths64, adjacency | adjacency.transpose(1, 2), dist,
-                                        epsilon=epsilon, dtype=work)
+        eps, center = _sinkhorn_epsilon(
+            lengths64, adjacency | adjacency.transpose(1, 2), dist, epsilon=epsilon, dtype=work
+        )
         src, dst, cost = source.to(work), target.to(work), dist.to(work)
         if warm is None:
-            out = sinkhorn_shared_cost_scaled(src, dst, cost, epsilon=eps, start=2 * center,
-                                              max_iter=max_iter, tol=tol, center=center)
+            out = sinkhorn_shared_cost_scaled(
+                src,
+                dst,
+                cost,
+                epsilon=eps,
+                start=2 * center,
+                max_iter=max_iter,
+                tol=tol,
+                center=center,
+            )
         else:
-            out = sinkhorn_shared_cost(src, dst, cost, epsilon=eps, max_iter=max_iter,
-                                       tol=tol, init=_warm_start(warm, src, eps), center=center)
+            out = sinkhorn_shared_cost(
+                src,
+                dst,
+                cost,
+                epsilon=eps,
+                max_iter=max_iter,
+                tol=tol,
+                init=_warm_start(warm, src, eps),
+                center=center,
+            )
             warm.potential = eps.view(-1, 1, 1) * out.f.clamp_min(torch.finfo(work).tiny).log()
         unit = out.cost.double()
         converged = out.converged | ~moving
@@ -392,14 +443,22 @@ def _curvature(
         if accuracy is not None:
             converged = converged | exact
     transport = torch.where(moving, mass * unit, 0.0)
-    kappa = torch.where(moving, 1.0 - transport / d_edge.clamp_min(_ZERO_DISTANCE),
-                        torch.where(spread, 1.0, 0.0))
+    kappa = torch.where(
+        moving, 1.0 - transport / d_edge.clamp_min(_ZERO_DISTANCE), torch.where(spread, 1.0, 0.0)
+    )
     return kappa.masked_fill(~valid, 0.0).to(lengths.dtype), converged | ~valid, exact
 
 
-def _average_transport(adjacency: torch.Tensor, dist: torch.Tensor, d_edge: torch.Tensor,
-                       i: torch.Tensor, j: torch.Tensor, *, alpha: float, directed: bool
-                       ) -> torch.Tensor:
+def _average_transport(
+    adjacency: torch.Tensor,
+    dist: torch.Tensor,
+    d_edge: torch.Tensor,
+    i: torch.Tensor,
+    j: torch.Tensor,
+    *,
+    alpha: float,
+    directed: bool,
+) -> torch.Tensor:
     """GraphRicciCurvature's "ATD": ``alpha d(x, y)`` plus ``1 - alpha`` spread evenly over
     every pair (neighbour of x, neighbour of y), whatever the weights (B, E)."""
     rows = torch.arange(adjacency.shape[0], device=adjacency.device).unsqueeze(1)
@@ -407,14 +466,21 @@ def _average_transport(adjacency: torch.Tensor, dist: torch.Tensor, d_edge: torc
     near_x = (step.transpose(1, 2) if directed else step)[rows, i]  # (B, E, N)
     near_y = step[rows, j]
     pairs = near_x.sum(-1) * near_y.sum(-1)
-    total = torch.einsum("ben,bnm,bem->be", near_x, torch.where(torch.isfinite(dist), dist, 0.0),
-                         near_y)
+    total = torch.einsum(
+        "ben,bnm,bem->be", near_x, torch.where(torch.isfinite(dist), dist, 0.0), near_y
+    )
     share = torch.where(pairs > 0, (1.0 - alpha) * total / pairs.clamp_min(1.0), 0.0)
     return alpha * d_edge + share
 
 
-def _sinkhorn_epsilon(lengths: torch.Tensor, adjacency: torch.Tensor, dist: torch.Tensor, *,
-                      epsilon: float, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+def _sinkhorn_epsilon(
+    lengths: torch.Tensor,
+    adjacency: torch.Tensor,
+    dist: torch.Tensor,
+    *,
+    epsilon: float,
+    dtype: torch.dtype,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Per-graph regularization and kernel centre.
 
     ``epsilon`` times the mean edge length, raised where the costs that matter would not
@@ -510,11 +576,21 @@ def ollivier_ricci(
         grad (:mod:`georag.geometry.ricci_grad`).
     """
     from georag.geometry import ricci_grad  # imports this module: import on call
+
     if ricci_grad.wants_grad(lengths, alpha, exp_power):
         return ricci_grad.ollivier_ricci(
-            lengths, adjacency, alpha=alpha, exp_power=exp_power, method=method,
-            epsilon=epsilon, max_iter=max_iter, tol=tol, transport_dtype=transport_dtype,
-            directed=directed, edge_mask=edge_mask)
+            lengths,
+            adjacency,
+            alpha=alpha,
+            exp_power=exp_power,
+            method=method,
+            epsilon=epsilon,
+            max_iter=max_iter,
+            tol=tol,
+            transport_dtype=transport_dtype,
+            directed=directed,
+            edge_mask=edge_mask,
+        )
     alpha, exp_power = float(alpha), float(exp_power)  # tensors without grad
     _check_graph(lengths, adjacency, directed)
     _check_measure_options(alpha, exp_power, base, nbr_topk)
@@ -523,15 +599,30 @@ def ollivier_ricci(
     chosen = adjacency
     if edge_mask is not None:
         if edge_mask.shape != adjacency.shape or edge_mask.dtype != torch.bool:
-            raise ValueError(f"edge_mask must be a bool tensor of shape "
-                             f"{tuple(adjacency.shape)}, got {edge_mask.dtype} "
-                             f"{tuple(edge_mask.shape)}")
+            raise ValueError(
+                f"edge_mask must be a bool tensor of shape "
+                f"{tuple(adjacency.shape)}, got {edge_mask.dtype} "
+                f"{tuple(edge_mask.shape)}"
+            )
         chosen = adjacency & (edge_mask if directed else edge_mask | edge_mask.transpose(1, 2))
     edges = _edge_index(chosen, directed)
-    kappa, _, _ = _curvature(lengths, adjacency, edges, alpha=alpha, exp_power=exp_power,
-                             method=method, epsilon=epsilon, max_iter=max_iter, tol=tol,
-                             accuracy=accuracy, transport_dtype=transport_dtype, warm=None,
-                             directed=directed, base=base, nbr_topk=nbr_topk)
+    kappa, _, _ = _curvature(
+        lengths,
+        adjacency,
+        edges,
+        alpha=alpha,
+        exp_power=exp_power,
+        method=method,
+        epsilon=epsilon,
+        max_iter=max_iter,
+        tol=tol,
+        accuracy=accuracy,
+        transport_dtype=transport_dtype,
+        warm=None,
+        directed=directed,
+        base=base,
+        nbr_topk=nbr_topk,
+    )
     return _scatter_edges(kappa, *edges, n=lengths.shape[1], directed=directed)
 
 
@@ -662,12 +753,27 @@ def ricci_flow(
         which can also checkpoint the steps).
     """
     from georag.geometry import ricci_grad  # imports this module: import on call
+
     if ricci_grad.wants_grad(lengths, step, alpha, exp_power):
         return ricci_grad.ricci_flow(
-            lengths, adjacency, iterations=iterations, step=step, alpha=alpha,
-            exp_power=exp_power, normalize=normalize, delta=delta, method=method,
-            epsilon=epsilon, max_iter=max_iter, tol=tol, transport_dtype=transport_dtype,
-            history=history, base=base, nbr_topk=nbr_topk, restrict=restrict)
+            lengths,
+            adjacency,
+            iterations=iterations,
+            step=step,
+            alpha=alpha,
+            exp_power=exp_power,
+            normalize=normalize,
+            delta=delta,
+            method=method,
+            epsilon=epsilon,
+            max_iter=max_iter,
+            tol=tol,
+            transport_dtype=transport_dtype,
+            history=history,
+            base=base,
+            nbr_topk=nbr_topk,
+            restrict=restrict,
+        )
     step, alpha, exp_power = float(step), float(alpha), float(exp_power)  # no grad
     _check_graph(lengths, adjacency)
     _check_measure_options(alpha, exp_power, base, nbr_topk)
@@ -687,9 +793,19 @@ def ricci_flow(
     w = lengths[rows, i, j].masked_fill(~valid, 0.0)
     num_edges = valid.sum(1, keepdim=True).clamp_min(1).to(lengths.dtype)
     warm = _WarmStart() if method == "sinkhorn" else None
-    options = dict(alpha=alpha, exp_power=exp_power, method=method, epsilon=epsilon,
-                   max_iter=max_iter, tol=tol, accuracy=accuracy,
-                   transport_dtype=transport_dtype, warm=warm, base=base, nbr_topk=nbr_topk)
+    options = dict(
+        alpha=alpha,
+        exp_power=exp_power,
+        method=method,
+        epsilon=epsilon,
+        max_iter=max_iter,
+        tol=tol,
+        accuracy=accuracy,
+        transport_dtype=transport_dtype,
+        warm=warm,
+        base=base,
+        nbr_topk=nbr_topk,
+    )
 
     def matrix(values: torch.Tensor) -> torch.Tensor:
         return _scatter_edges(values, i, j, valid, n)
@@ -717,9 +833,14 @@ def ricci_flow(
         kappa = torch.where(keep, new_kappa, kappa)
         converged &= ok.all(1) | ~active
         ran += active.long()
-        spread = (kappa.masked_fill(~valid, -math.inf).amax(1)
-                  - kappa.masked_fill(~valid, math.inf).amin(1)) if valid.shape[1] else (
-            torch.zeros(b, dtype=kappa.dtype, device=kappa.device))  # no edge: flat
+        spread = (
+            (
+                kappa.masked_fill(~valid, -math.inf).amax(1)
+                - kappa.masked_fill(~valid, math.inf).amin(1)
+            )
+            if valid.shape[1]
+            else (torch.zeros(b, dtype=kappa.dtype, device=kappa.device))
+        )  # no edge: flat
         active &= ~(spread < delta)
         if history:
             trail_w.append(matrix(w))
@@ -729,7 +850,10 @@ def ricci_flow(
             f"ricci_flow: {steps_missed} (graph, step) curvature solves missed the Sinkhorn "
             f"tolerance tol={tol} within max_iter={max_iter} (converged=False on "
             f"{int((~converged).sum())} of {b} graphs); pass accuracy= for certified "
-            "curvature", RicciConvergenceWarning, stacklevel=2)
+            "curvature",
+            RicciConvergenceWarning,
+            stacklevel=2,
+        )
     return RicciFlowResult(
         lengths=matrix(w),
         curvature=matrix(kappa),

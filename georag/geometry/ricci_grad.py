@@ -64,7 +64,8 @@ _METHODS = ("auto", "sinkhorn", "exact")  # "auto" differentiates the Sinkhorn s
 def wants_grad(*values: object) -> bool:
     """True when autograd is on and one of ``values`` is a tensor that requires grad."""
     return torch.is_grad_enabled() and any(
-        isinstance(v, torch.Tensor) and v.requires_grad for v in values)
+        isinstance(v, torch.Tensor) and v.requires_grad for v in values
+    )
 
 
 def _scalar(value: float | torch.Tensor, like: torch.Tensor, name: str) -> torch.Tensor:
@@ -92,9 +93,13 @@ def _check_unsupported(**options: object) -> None:
             raise ValueError(f"{name} is not supported with gradients (got {value!r})")
 
 
-def node_measures(lengths: torch.Tensor, adjacency: torch.Tensor, *,
-                  alpha: float | torch.Tensor = 0.5,
-                  exp_power: float | torch.Tensor = 2.0) -> torch.Tensor:
+def node_measures(
+    lengths: torch.Tensor,
+    adjacency: torch.Tensor,
+    *,
+    alpha: float | torch.Tensor = 0.5,
+    exp_power: float | torch.Tensor = 2.0,
+) -> torch.Tensor:
     """:func:`georag.geometry.ricci.node_measures`, differentiable in all three inputs.
 
     ``w ** p`` is ``exp(p log w)`` on positive lengths and ``0 ** p`` (1 at ``p = 0``)
@@ -115,8 +120,7 @@ def _measures(lengths, adjacency, alpha, exp_power):
     n = lengths.shape[1]
     positive = adjacency & (lengths > 0)
     log_w = torch.log(torch.where(positive, lengths, 1.0))
-    power = torch.where(positive, torch.exp(exp_power * log_w),
-                        (exp_power == 0).to(lengths.dtype))
+    power = torch.where(positive, torch.exp(exp_power * log_w), (exp_power == 0).to(lengths.dtype))
     logits = (-power).masked_fill(~adjacency, -math.inf)
     log_total = torch.logsumexp(logits, dim=2, keepdim=True)
     degree = adjacency.sum(2, keepdim=True)
@@ -155,8 +159,21 @@ def _start_from(potential, source, eps):
     return start, start
 
 
-def _curvature(lengths, adjacency, edges, alpha, exp_power, *, method, epsilon, max_iter, tol,
-               work, potential, scaled):
+def _curvature(
+    lengths,
+    adjacency,
+    edges,
+    alpha,
+    exp_power,
+    *,
+    method,
+    epsilon,
+    max_iter,
+    tol,
+    work,
+    potential,
+    scaled,
+):
     """Curvature on the padded edge list: (kappa (B, E), converged (B, E), potential)."""
     i, j, valid = edges
     b = lengths.shape[0]
@@ -182,9 +199,16 @@ def _curvature(lengths, adjacency, edges, alpha, exp_power, *, method, epsilon, 
         eps, center = _graph_epsilon(lengths, adjacency, dist, epsilon, work)
         start = (2 * center).detach() if scaled else None
         out, u, ok = shared_cost_transport(
-            source, target, cost, epsilon=eps, center=center, start=start,
+            source,
+            target,
+            cost,
+            epsilon=eps,
+            center=center,
+            start=start,
             init=None if scaled else _start_from(potential, source.detach(), eps.detach()),
-            max_iter=max_iter, tol=tol)
+            max_iter=max_iter,
+            tol=tol,
+        )
         potential = eps.detach().view(-1, 1, 1) * u.clamp_min(torch.finfo(work).tiny).log()
         converged = ok | ~valid
     mass = (out_mass + in_mass).squeeze(-1) / 2
@@ -223,9 +247,20 @@ def ollivier_ricci(
     _check_options(alpha, exp_power, method)
     _check_unsupported(directed=directed, edge_mask=edge_mask)
     edges = _edge_index(adjacency)
-    kappa, _, _ = _curvature(lengths, adjacency, edges, alpha, exp_power, method=method,
-                             epsilon=epsilon, max_iter=max_iter, tol=tol,
-                             work=transport_dtype or lengths.dtype, potential=None, scaled=True)
+    kappa, _, _ = _curvature(
+        lengths,
+        adjacency,
+        edges,
+        alpha,
+        exp_power,
+        method=method,
+        epsilon=epsilon,
+        max_iter=max_iter,
+        tol=tol,
+        work=transport_dtype or lengths.dtype,
+        potential=None,
+        scaled=True,
+    )
     return _scatter_edges(kappa, *edges, n=lengths.shape[1])
 
 
@@ -281,8 +316,14 @@ def ricci_flow(
     rows = torch.arange(b, device=lengths.device).unsqueeze(1)
     w = lengths[rows, i, j].masked_fill(~valid, 0.0)
     num_edges = valid.sum(1, keepdim=True).clamp_min(1).to(lengths.dtype)
-    options = dict(method=method, epsilon=epsilon, max_iter=max_iter, tol=tol,
-                   work=transport_dtype or lengths.dtype, scaled=False)
+    options = dict(
+        method=method,
+        epsilon=epsilon,
+        max_iter=max_iter,
+        tol=tol,
+        work=transport_dtype or lengths.dtype,
+        scaled=False,
+    )
 
     def matrix(values: torch.Tensor) -> torch.Tensor:
         return _scatter_edges(values, i, j, valid, n)
@@ -293,12 +334,14 @@ def ricci_flow(
             total = stepped.sum(1, keepdim=True)
             stepped = stepped * (num_edges / torch.where(total > 0, total, num_edges))
         stepped = stepped.masked_fill(~valid, 0.0)
-        new_kappa, ok, potential = _curvature(matrix(stepped), adjacency, edges, alpha,
-                                              exp_power, potential=potential, **options)
+        new_kappa, ok, potential = _curvature(
+            matrix(stepped), adjacency, edges, alpha, exp_power, potential=potential, **options
+        )
         return stepped, new_kappa, ok, potential
 
-    kappa, ok, potential = _curvature(matrix(w), adjacency, edges, alpha, exp_power,
-                                      potential=None, **options)
+    kappa, ok, potential = _curvature(
+        matrix(w), adjacency, edges, alpha, exp_power, potential=None, **options
+    )
     converged = ok.all(1)
     active = torch.ones(b, dtype=torch.bool, device=lengths.device)
     ran = torch.zeros(b, dtype=torch.long, device=lengths.device)
@@ -307,8 +350,9 @@ def ricci_flow(
         if not bool(active.any()):
             break
         if checkpoint and wants_grad(w, kappa, alpha, exp_power, step):
-            stepped, new_kappa, ok, potential = _checkpoint(advance, w, kappa, potential,
-                                                            use_reentrant=False)
+            stepped, new_kappa, ok, potential = _checkpoint(
+                advance, w, kappa, potential, use_reentrant=False
+            )
         else:
             stepped, new_kappa, ok, potential = advance(w, kappa, potential)
         keep = active.unsqueeze(1)
@@ -320,8 +364,9 @@ def ricci_flow(
             if valid.shape[1] == 0:  # no edges anywhere: nothing flows
                 spread = torch.zeros(b, dtype=kappa.dtype, device=kappa.device)
             else:
-                spread = (kappa.masked_fill(~valid, -math.inf).amax(1)
-                          - kappa.masked_fill(~valid, math.inf).amin(1))
+                spread = kappa.masked_fill(~valid, -math.inf).amax(1) - kappa.masked_fill(
+                    ~valid, math.inf
+                ).amin(1)
         active = active & ~(spread < delta)  # out of place: `keep` views it
         if history:
             trail_w.append(matrix(w))
@@ -332,8 +377,7 @@ def ricci_flow(
         adjacency=adjacency,
         iterations=ran,
         converged=converged,
-        exact_solves=(valid.sum(1) * (ran + 1) if method == "exact"
-                      else torch.zeros_like(ran)),
+        exact_solves=(valid.sum(1) * (ran + 1) if method == "exact" else torch.zeros_like(ran)),
         history_lengths=torch.stack(trail_w) if history else None,
         history_curvature=torch.stack(trail_k) if history else None,
     )

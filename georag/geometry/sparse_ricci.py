@@ -34,11 +34,15 @@ _ZERO_DISTANCE = 1e-7
 
 def _check_edges(edge_index: torch.Tensor, lengths: torch.Tensor, num_nodes: int) -> None:
     if edge_index.dim() != 2 or edge_index.shape[0] != 2 or edge_index.dtype != torch.long:
-        raise ValueError(f"edge_index must be a long tensor of shape (2, E), got "
-                         f"{edge_index.dtype} {tuple(edge_index.shape)}")
+        raise ValueError(
+            f"edge_index must be a long tensor of shape (2, E), got "
+            f"{edge_index.dtype} {tuple(edge_index.shape)}"
+        )
     if lengths.shape != (edge_index.shape[1],) or not lengths.is_floating_point():
-        raise ValueError(f"lengths must be a floating tensor of shape ({edge_index.shape[1]},), "
-                         f"got {lengths.dtype} {tuple(lengths.shape)}")
+        raise ValueError(
+            f"lengths must be a floating tensor of shape ({edge_index.shape[1]},), "
+            f"got {lengths.dtype} {tuple(lengths.shape)}"
+        )
     if not torch.isfinite(lengths).all() or (lengths < 0).any():
         raise ValueError("lengths must be finite and non-negative")
     if edge_index.numel() and (edge_index.min() < 0 or edge_index.max() >= num_nodes):
@@ -108,14 +112,17 @@ def sparse_ollivier_ricci(
     degree = np.bincount(tail, minlength=n)
     start = np.concatenate([[0], np.cumsum(degree)])
     # node measures: base ** (-w ** p) in log space, per tail
-    logits = -math.log(base) * arc_w ** exp_power
+    logits = -math.log(base) * arc_w**exp_power
     top = np.full(n, -np.inf)
     np.maximum.at(top, tail, logits)
     total = np.zeros(n)
     np.add.at(total, tail, np.exp(logits - top[tail]))
     log_total = top[tail] + np.log(total[tail])
-    spread = np.where(log_total > math.log(_NEIGHBOUR_WEIGHT_FLOOR),
-                      np.exp(logits - log_total), 1.0 / degree[tail])
+    spread = np.where(
+        log_total > math.log(_NEIGHBOUR_WEIGHT_FLOOR),
+        np.exp(logits - log_total),
+        1.0 / degree[tail],
+    )
     arc_mass = (1.0 - alpha) * spread
     graph = sp.csr_matrix((arc_w, (tail, head)), shape=(n, n))
     # the pairs (u in N[x], v in N[y]) of every edge, N[x] = neighbours then x itself
@@ -131,8 +138,7 @@ def sparse_ollivier_ricci(
     arc_b = np.minimum(start[ys] + b, len(tail) - 1)
     u = np.where(last_a, xs, head[arc_a])
     v = np.where(last_b, ys, head[arc_b])
-    bound = (np.where(last_a, 0.0, arc_w[arc_a]) + w[owner]
-             + np.where(last_b, 0.0, arc_w[arc_b]))
+    bound = np.where(last_a, 0.0, arc_w[arc_a]) + w[owner] + np.where(last_b, 0.0, arc_w[arc_b])
     cost = np.empty(offsets[-1])
     # search each source as far as its farthest bound; sources of similar reach share a
     # chunk (scipy's limit is one number per call)
@@ -144,20 +150,23 @@ def sparse_ollivier_ricci(
     sources = sources[np.argsort(reach[sources], kind="stable")]
     slot = np.full(n, -1)
     for k in range(0, len(sources), chunk):
-        block = sources[k:k + chunk]
-        picks = np.concatenate([by_source[first[s]:first[s + 1]] for s in block])
+        block = sources[k : k + chunk]
+        picks = np.concatenate([by_source[first[s] : first[s + 1]] for s in block])
         limit = float(reach[block].max()) * (1 + 1e-9) + 1e-300
         rows = dijkstra(graph, directed=False, indices=block, limit=limit)
         slot[block] = np.arange(len(block))
         cost[picks] = rows[slot[u[picks]], v[picks]]
     if not np.isfinite(cost).all():
         raise RuntimeError("a neighbourhood distance exceeded its three-hop bound")
-    node_mass_x = [np.append(arc_mass[start[x]:start[x + 1]], alpha) for x in x_of]
-    node_mass_y = [np.append(arc_mass[start[y]:start[y + 1]], alpha) for y in y_of]
-    problems = ((node_mass_x[k], node_mass_y[k],
-                 cost[offsets[k]:offsets[k + 1]].reshape(kx[k], ky[k])) for k in range(e))
+    node_mass_x = [np.append(arc_mass[start[x] : start[x + 1]], alpha) for x in x_of]
+    node_mass_y = [np.append(arc_mass[start[y] : start[y + 1]], alpha) for y in y_of]
+    problems = (
+        (node_mass_x[k], node_mass_y[k], cost[offsets[k] : offsets[k + 1]].reshape(kx[k], ky[k]))
+        for k in range(e)
+    )
     transport = emd_many(problems)
     distance = cost[offsets[1:] - 1]  # the pair (x, y): last of N[x] and of N[y]
-    kappa = np.where(distance < _ZERO_DISTANCE, 0.0,
-                     1.0 - transport / np.maximum(distance, _ZERO_DISTANCE))
+    kappa = np.where(
+        distance < _ZERO_DISTANCE, 0.0, 1.0 - transport / np.maximum(distance, _ZERO_DISTANCE)
+    )
     return torch.from_numpy(kappa).to(dtype=lengths.dtype, device=lengths.device)

@@ -97,8 +97,9 @@ def _check_marginals(a: torch.Tensor, b: torch.Tensor) -> None:
         raise ValueError("a and b must carry the same total mass (within 1e-5) in every problem")
 
 
-def _check_epsilon(epsilon: float | torch.Tensor, batch_shape: torch.Size, like: torch.Tensor
-                   ) -> torch.Tensor:
+def _check_epsilon(
+    epsilon: float | torch.Tensor, batch_shape: torch.Size, like: torch.Tensor
+) -> torch.Tensor:
     eps = torch.as_tensor(epsilon, dtype=like.dtype, device=like.device)
     if not torch.isfinite(eps).all() or (eps <= 0).any():
         raise ValueError(f"epsilon must be positive and finite, got {epsilon}")
@@ -340,8 +341,16 @@ def sinkhorn_shared_cost_scaled(
     for stage in range(stages + 1):
         stage_eps = torch.maximum(first * factor**stage, eps)
         last = stage == stages
-        out = sinkhorn_shared_cost(a, b, cost, epsilon=stage_eps, tol=tol, center=center,
-                                   max_iter=max_iter if last else stage_iter, init=init)
+        out = sinkhorn_shared_cost(
+            a,
+            b,
+            cost,
+            epsilon=stage_eps,
+            tol=tol,
+            center=center,
+            max_iter=max_iter if last else stage_iter,
+            init=init,
+        )
         total += out.iterations
         if not last:
             next_eps = torch.maximum(first * factor ** (stage + 1), eps)
@@ -422,7 +431,7 @@ def transport_bounds(
     inf = torch.full_like(c, math.inf)
     g_c = torch.where(both, c - f[..., :, None], inf).amin(-2)
     f_c = torch.where(both, c - g_c[..., None, :], inf).amin(-1)
-    lower = (torch.where(src, a * f_c, 0.0).sum(-1) + torch.where(dst, b * g_c, 0.0).sum(-1))
+    lower = torch.where(src, a * f_c, 0.0).sum(-1) + torch.where(dst, b * g_c, 0.0).sum(-1)
     lower = torch.where(torch.isfinite(lower), lower, -math.inf)
     # upper bound: the rounded plan, in log space
     eps = torch.as_tensor(epsilon, dtype=a.dtype, device=a.device)
@@ -459,8 +468,9 @@ def emd_many(problems: Iterable[tuple[np.ndarray, np.ndarray, np.ndarray]]) -> n
             continue
         x, y = a[rows], b[cols]
         y = y * (x.sum() / y.sum())
-        _, value, _, _, code = emd_c(x, y, np.ascontiguousarray(cost[np.ix_(rows, cols)]),
-                                     1_000_000, 1)
+        _, value, _, _, code = emd_c(
+            x, y, np.ascontiguousarray(cost[np.ix_(rows, cols)]), 1_000_000, 1
+        )
         check_result(code)
         out.append(value)
     return np.asarray(out, dtype=np.float64)

@@ -57,8 +57,9 @@ def _centred(x: torch.Tensor, support: torch.Tensor) -> torch.Tensor:
     return x - mean
 
 
-def _linear_adjoint(plan: torch.Tensor, cost: torch.Tensor, precision: torch.dtype | None = None
-                    ) -> tuple[torch.Tensor, torch.Tensor]:
+def _linear_adjoint(
+    plan: torch.Tensor, cost: torch.Tensor, precision: torch.dtype | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Adjoint potentials ``(x, y)`` of the linear cost ``<P, C>`` at the Sinkhorn fixed point.
 
     Solves ``[[diag(a), P], [P^T, diag(b)]] [x; y] = [P C 1; (P C)^T 1]`` with ``a, b`` the
@@ -84,14 +85,21 @@ def _linear_adjoint(plan: torch.Tensor, cost: torch.Tensor, precision: torch.dty
     values, vectors = torch.linalg.eigh((schur + schur.transpose(-1, -2)) / 2)
     top = values.amax(-1, keepdim=True).clamp_min(torch.finfo(torch.float64).tiny)
     inverse = torch.where(values > cutoff * top, 1.0 / values, 0.0)
-    y = (vectors @ (inverse * (vectors.transpose(-1, -2) @ rhs.unsqueeze(-1)).squeeze(-1))
-         .unsqueeze(-1)).squeeze(-1).masked_fill(~on_b, 0.0)
+    y = (
+        (
+            vectors
+            @ (inverse * (vectors.transpose(-1, -2) @ rhs.unsqueeze(-1)).squeeze(-1)).unsqueeze(-1)
+        )
+        .squeeze(-1)
+        .masked_fill(~on_b, 0.0)
+    )
     x = ((r - (plan @ y.unsqueeze(-1)).squeeze(-1)) * inv_a).masked_fill(~on_a, 0.0)
     return x.to(dtype), y.to(dtype)
 
 
-def _linear_grads(plan: torch.Tensor, log_plan: torch.Tensor, cost: torch.Tensor,
-                  eps: torch.Tensor) -> tuple[torch.Tensor, ...]:
+def _linear_grads(
+    plan: torch.Tensor, log_plan: torch.Tensor, cost: torch.Tensor, eps: torch.Tensor
+) -> tuple[torch.Tensor, ...]:
     """Gradients of ``<P, C>`` w.r.t. ``a``, ``b``, ``C`` and ``epsilon`` (per problem).
 
     With the adjoint ``(x, y)`` and ``Q = P (x_i + y_j - C_ij) / eps``:
@@ -119,8 +127,7 @@ class _Transport(torch.autograd.Function):
         d_a, d_b, d_c, d_eps = ctx.saved_tensors
         shape_a, shape_b, shape_c, shape_eps = ctx.shapes
         g = grad.to(d_a.dtype)
-        out = (g.unsqueeze(-1) * d_a, g.unsqueeze(-1) * d_b, g[..., None, None] * d_c,
-               g * d_eps)
+        out = (g.unsqueeze(-1) * d_a, g.unsqueeze(-1) * d_b, g[..., None, None] * d_c, g * d_eps)
         out = [o.sum_to_size(s) for o, s in zip(out, (shape_a, shape_b, shape_c, shape_eps))]
         return (*out, None)
 
@@ -132,8 +139,9 @@ def _check_choice(value: str, grad: str | None) -> None:
         raise ValueError(f"grad must be one of {GRADS} or None, got {grad!r}")
 
 
-def _log_plan(f: torch.Tensor, g: torch.Tensor, cost: torch.Tensor, eps: torch.Tensor
-              ) -> torch.Tensor:
+def _log_plan(
+    f: torch.Tensor, g: torch.Tensor, cost: torch.Tensor, eps: torch.Tensor
+) -> torch.Tensor:
     finite = torch.where(torch.isfinite(cost), cost, 0.0)
     log_plan = (f.unsqueeze(-1) + g.unsqueeze(-2) - finite) / eps[..., None, None]
     zero = ~torch.isfinite(f).unsqueeze(-1) | ~torch.isfinite(g).unsqueeze(-2)
@@ -143,10 +151,9 @@ def _log_plan(f: torch.Tensor, g: torch.Tensor, cost: torch.Tensor, eps: torch.T
 def _regularized(plan, log_plan, a, b, cost, eps):
     """``OT_eps`` from a plan; returns (value, KL)."""
     finite = torch.where(plan > 0, cost, 0.0)
-    log_ab = (a.log().unsqueeze(-1) + b.log().unsqueeze(-2))
+    log_ab = a.log().unsqueeze(-1) + b.log().unsqueeze(-2)
     ratio = torch.where(plan > 0, log_plan - torch.where(plan > 0, log_ab, 0.0), 0.0)
-    kl = ((plan * ratio).sum((-2, -1)) - plan.sum((-2, -1))
-          + a.sum(-1) * b.sum(-1))
+    kl = (plan * ratio).sum((-2, -1)) - plan.sum((-2, -1)) + a.sum(-1) * b.sum(-1)
     return (plan * finite).sum((-2, -1)) + eps * kl, kl
 
 
@@ -221,10 +228,12 @@ def sinkhorn_cost(
         total, kl = _regularized(plan, log_plan, a, b, full, e)
         # ab^T-kernel potentials as c-transforms: finite at zero masses too
         finite = torch.where(torch.isfinite(full), full, math.inf)
-        f = -e[..., None] * torch.logsumexp((out.g.unsqueeze(-2) - finite) / e[..., None, None],
-                                            dim=-1)
-        g = -e[..., None] * torch.logsumexp((out.f.unsqueeze(-1) - finite) / e[..., None, None],
-                                            dim=-2)
+        f = -e[..., None] * torch.logsumexp(
+            (out.g.unsqueeze(-2) - finite) / e[..., None, None], dim=-1
+        )
+        g = -e[..., None] * torch.logsumexp(
+            (out.f.unsqueeze(-1) - finite) / e[..., None, None], dim=-2
+        )
         return total, (_centred(f, a > 0), _centred(g, b > 0), plan, kl)
 
     return _Transport.apply(a, b, cost, eps, solve)
@@ -273,8 +282,9 @@ def shared_cost_transport(
     converged : torch.Tensor, shape (B, E), bool
     """
     extra: dict[str, torch.Tensor] = {}
-    value = _SharedCost.apply(a, b, cost, epsilon, center.detach(), start, init, max_iter, tol,
-                              extra)
+    value = _SharedCost.apply(
+        a, b, cost, epsilon, center.detach(), start, init, max_iter, tol, extra
+    )
     return value, extra["u"], extra["converged"]
 
 
@@ -283,11 +293,12 @@ def _shared_plan(u, v, cost, eps, center):
     floor = math.exp(-1.5 * max_cost_over_epsilon(u.dtype))
     u, v, cost, eps, center = (t.double() for t in (u, v, cost, eps, center))
     e = eps.view(-1, 1, 1)
-    log_k = torch.maximum((center.view(-1, 1, 1) - cost) / e, torch.tensor(math.log(floor),
-                                                                           dtype=u.dtype))
+    log_k = torch.maximum(
+        (center.view(-1, 1, 1) - cost) / e, torch.tensor(math.log(floor), dtype=u.dtype)
+    )
     log_k = torch.where(torch.isfinite(cost), log_k, math.log(floor))
     plan = u.unsqueeze(-1) * log_k.exp().unsqueeze(1) * v.unsqueeze(-2)
-    log_plan = (u.log().unsqueeze(-1) + log_k.unsqueeze(1) + v.log().unsqueeze(-2))
+    log_plan = u.log().unsqueeze(-1) + log_k.unsqueeze(1) + v.log().unsqueeze(-2)
     return plan, log_plan
 
 
@@ -319,8 +330,18 @@ class _SharedCost(torch.autograd.Function):
         d_eps = (g * (q * log_plan.masked_fill(plan == 0, 0.0)).sum((-2, -1))).sum(1)
         d_a = g.unsqueeze(-1) * _centred(x.double(), plan.sum(-1) > 0)
         d_b = g.unsqueeze(-1) * _centred(y.double(), plan.sum(-2) > 0)
-        return (d_a.to(u.dtype), d_b.to(u.dtype), d_cost.to(cost.dtype), d_eps.to(eps.dtype),
-                None, None, None, None, None, None)
+        return (
+            d_a.to(u.dtype),
+            d_b.to(u.dtype),
+            d_cost.to(cost.dtype),
+            d_eps.to(eps.dtype),
+            None,
+            None,
+            None,
+            None,
+            None,
+            None,
+        )
 
 
 def exact_transport(a: torch.Tensor, b: torch.Tensor, cost: torch.Tensor) -> torch.Tensor:
@@ -368,5 +389,9 @@ def _emd_solve(a, b, cost, eps):
     def back(x, shape):
         return torch.from_numpy(x).to(a.dtype).to(a.device).reshape(shape)
 
-    return back(value, batch), (back(fa, a.shape), back(gb, b.shape), back(plan, full.shape),
-                                torch.zeros(batch, dtype=a.dtype, device=a.device))
+    return back(value, batch), (
+        back(fa, a.shape),
+        back(gb, b.shape),
+        back(plan, full.shape),
+        torch.zeros(batch, dtype=a.dtype, device=a.device),
+    )

@@ -72,20 +72,34 @@ class OllivierRicci:
         Curvature error bound of method "Sinkhorn".
     """
 
-    def __init__(self, G: nx.Graph, weight: str = "weight", alpha: float = 0.5,
-                 method: str = "OTDSinkhornMix", base: float = math.e, exp_power: float = 2,
-                 proc: int | None = None, chunksize: int | None = None,
-                 shortest_path: str = "all_pairs", cache_maxsize: int | None = 1000000,
-                 nbr_topk: int = 3000, verbose: str = "ERROR", *,
-                 device: str | torch.device | None = None, accuracy: float = 5e-3) -> None:
+    def __init__(
+        self,
+        G: nx.Graph,
+        weight: str = "weight",
+        alpha: float = 0.5,
+        method: str = "OTDSinkhornMix",
+        base: float = math.e,
+        exp_power: float = 2,
+        proc: int | None = None,
+        chunksize: int | None = None,
+        shortest_path: str = "all_pairs",
+        cache_maxsize: int | None = 1000000,
+        nbr_topk: int = 3000,
+        verbose: str = "ERROR",
+        *,
+        device: str | torch.device | None = None,
+        accuracy: float = 5e-3,
+    ) -> None:
         if G.is_multigraph():
-            raise ValueError("G must not be a multigraph (GraphRicciCurvature reads one "
-                             "weight per node pair)")
+            raise ValueError(
+                "G must not be a multigraph (GraphRicciCurvature reads one weight per node pair)"
+            )
         if method not in METHODS:
             raise ValueError(f"method must be one of {tuple(METHODS)}, got {method!r}")
         if shortest_path not in _SHORTEST_PATH:
-            raise ValueError(f"shortest_path must be one of {_SHORTEST_PATH}, "
-                             f"got {shortest_path!r}")
+            raise ValueError(
+                f"shortest_path must be one of {_SHORTEST_PATH}, got {shortest_path!r}"
+            )
         self.set_verbose(verbose)
         self.G = G.copy()
         self.weight, self.alpha, self.method = weight, alpha, method
@@ -98,12 +112,16 @@ class OllivierRicci:
             nx.set_edge_attributes(self.G, 1.0, weight)
         elif len(weights) != self.G.number_of_edges():
             missing = next(e for e in self.G.edges() if e not in weights)
-            raise ValueError(f"edge weight {weight!r} is missing on edge {missing} (it must be "
-                             "on every edge or on none)")
+            raise ValueError(
+                f"edge weight {weight!r} is missing on edge {missing} (it must be "
+                "on every edge or on none)"
+            )
         for edge, value in nx.get_edge_attributes(self.G, weight).items():
             if not (isinstance(value, int | float) and math.isfinite(value) and value >= 0):
-                raise ValueError(f"edge weight {weight!r} must be finite and non-negative, "
-                                 f"got {value!r} on edge {edge}")
+                raise ValueError(
+                    f"edge weight {weight!r} must be finite and non-negative, "
+                    f"got {value!r} on edge {edge}"
+                )
 
     def set_verbose(self, verbose: str) -> None:
         """Check the verbose level (kept for GRC compatibility; nothing is logged)."""
@@ -124,18 +142,27 @@ class OllivierRicci:
             lengths[0, a, b], adjacency[0, a, b] = float(value), True
             if not graph.is_directed():
                 lengths[0, b, a], adjacency[0, b, a] = float(value), True
-        return (nodes, torch.tensor(lengths, device=self.device),
-                torch.tensor(adjacency, device=self.device))
+        return (
+            nodes,
+            torch.tensor(lengths, device=self.device),
+            torch.tensor(adjacency, device=self.device),
+        )
 
     def _options(self) -> dict:
-        return dict(alpha=self.alpha, exp_power=float(self.exp_power), base=self.base,
-                    nbr_topk=self.nbr_topk, method=METHODS[self.method],
-                    accuracy=self.accuracy)
+        return dict(
+            alpha=self.alpha,
+            exp_power=float(self.exp_power),
+            base=self.base,
+            nbr_topk=self.nbr_topk,
+            method=METHODS[self.method],
+            accuracy=self.accuracy,
+        )
 
     # ------------------------------------------------------------------ curvature
 
-    def compute_ricci_curvature_edges(self, edge_list: Iterable[tuple] | None = None
-                                      ) -> dict[tuple, float]:
+    def compute_ricci_curvature_edges(
+        self, edge_list: Iterable[tuple] | None = None
+    ) -> dict[tuple, float]:
         """Curvature of the edges in ``edge_list`` (every edge when empty or None).
 
         Returns
@@ -152,8 +179,13 @@ class OllivierRicci:
             if not self.G.has_edge(u, v):
                 raise ValueError(f"edge_list holds ({u!r}, {v!r}), which is not an edge of G")
             mask[0, index[u], index[v]] = True
-        kappa = ollivier_ricci(lengths, adjacency, directed=directed, edge_mask=mask,
-                               **self._options())[0].cpu().numpy()
+        kappa = (
+            ollivier_ricci(
+                lengths, adjacency, directed=directed, edge_mask=mask, **self._options()
+            )[0]
+            .cpu()
+            .numpy()
+        )
         return {(u, v): float(kappa[index[u], index[v]]) for u, v in edges}
 
     def compute_ricci_curvature(self) -> nx.Graph:
@@ -166,9 +198,13 @@ class OllivierRicci:
 
     # ------------------------------------------------------------------ flow
 
-    def compute_ricci_flow(self, iterations: int = 10, step: float = 1, delta: float = 1e-4,
-                           surgery: tuple[Callable, int] = (_identity_surgery, 100)
-                           ) -> nx.Graph:
+    def compute_ricci_flow(
+        self,
+        iterations: int = 10,
+        step: float = 1,
+        delta: float = 1e-4,
+        surgery: tuple[Callable, int] = (_identity_surgery, 100),
+    ) -> nx.Graph:
         """Normalized Ricci flow as GRC runs it; ``weight`` becomes the flow metric.
 
         Restricted to the largest connected component; ``original_RC`` keeps the first
@@ -177,11 +213,14 @@ class OllivierRicci:
         flow goes on over the new graph (every component of it). Returns ``self.G``.
         """
         if self.G.is_directed():
-            raise ValueError("compute_ricci_flow needs an undirected G (GraphRicciCurvature "
-                             "0.6.1 cannot flow directed graphs either)")
+            raise ValueError(
+                "compute_ricci_flow needs an undirected G (GraphRicciCurvature "
+                "0.6.1 cannot flow directed graphs either)"
+            )
         if self.method == "ATD":
-            raise ValueError("method 'ATD' cannot drive a flow here; use OTD, "
-                             "OTDSinkhornMix or Sinkhorn")
+            raise ValueError(
+                "method 'ATD' cannot drive a flow here; use OTD, OTDSinkhornMix or Sinkhorn"
+            )
         surgery_fn, every = surgery
         if every < 1:
             raise ValueError(f"surgery's period must be >= 1, got {every}")
@@ -190,21 +229,30 @@ class OllivierRicci:
             self.G = nx.Graph(self.G.subgraph(core))
         if not nx.get_edge_attributes(self.G, "original_RC"):
             self.compute_ricci_curvature()
-            nx.set_edge_attributes(self.G, nx.get_edge_attributes(self.G, "ricciCurvature"),
-                                   "original_RC")
+            nx.set_edge_attributes(
+                self.G, nx.get_edge_attributes(self.G, "ricciCurvature"), "original_RC"
+            )
         done = 0
         while self.G.number_of_edges():
             # the next surgery follows iteration i (0-based): i != 0 and i % every == 0
             cut = next(i for i in range(max(done, 1), done + every + 1) if i % every == 0)
             chunk = min(iterations, cut + 1) - done
             nodes, lengths, adjacency = self._tensors(self.G)
-            flow = ricci_flow(lengths, adjacency, iterations=max(chunk, 0), step=step,
-                              delta=delta, restrict=False, **self._options())
+            flow = ricci_flow(
+                lengths,
+                adjacency,
+                iterations=max(chunk, 0),
+                step=step,
+                delta=delta,
+                restrict=False,
+                **self._options(),
+            )
             self._write_flow(nodes, flow)
             done += int(flow.iterations[0])
             kappa = flow.curvature[0][flow.adjacency[0]]
             stopped = int(flow.iterations[0]) < chunk or (
-                chunk > 0 and float(kappa.max() - kappa.min()) < delta)
+                chunk > 0 and float(kappa.max() - kappa.min()) < delta
+            )
             if stopped:
                 break
             if done == cut + 1:
@@ -225,19 +273,21 @@ class OllivierRicci:
 
     # ------------------------------------------------------------------ communities
 
-    def ricci_community(self, cutoff_step: float = 0.025, drop_threshold: float = 0.01
-                        ) -> tuple[float, dict]:
+    def ricci_community(
+        self, cutoff_step: float = 0.025, drop_threshold: float = 0.01
+    ) -> tuple[float, dict]:
         """The last (usually best) ``(cutoff, clustering)`` of
         :meth:`ricci_community_all_possible_clusterings`."""
         clusterings = self.ricci_community_all_possible_clusterings(
-            cutoff_step=cutoff_step, drop_threshold=drop_threshold)
+            cutoff_step=cutoff_step, drop_threshold=drop_threshold
+        )
         if not clusterings:
             raise ValueError("no clustering found (no modularity drop along the cutoffs)")
         return clusterings[-1]
 
-    def ricci_community_all_possible_clusterings(self, cutoff_step: float = 0.025,
-                                                 drop_threshold: float = 0.01
-                                                 ) -> list[tuple[float, dict]]:
+    def ricci_community_all_possible_clusterings(
+        self, cutoff_step: float = 0.025, drop_threshold: float = 0.01
+    ) -> list[tuple[float, dict]]:
         """Cut the flowed graph at decreasing weight cutoffs and return the component
         clusterings at the cutoffs where the modularity drops (GRC's rule); runs
         :meth:`compute_ricci_flow` first when no flow ran yet."""
@@ -249,8 +299,9 @@ class OllivierRicci:
         graph, out = self.G.copy(), []
         for cut in cuts[::-1]:
             graph = _cut(graph, cut, self.weight)
-            out.append((cut, {c: k for k, comp in enumerate(nx.connected_components(graph))
-                              for c in comp}))
+            out.append(
+                (cut, {c: k for k, comp in enumerate(nx.connected_components(graph)) for c in comp})
+            )
         return out
 
 
@@ -258,8 +309,9 @@ def _node_curvature(graph: nx.Graph) -> None:
     for node in graph.nodes():
         degree = graph.degree(node)
         if degree:
-            total = sum(graph[node][nbr].get("ricciCurvature", 0.0)
-                        for nbr in graph.neighbors(node))
+            total = sum(
+                graph[node][nbr].get("ricciCurvature", 0.0) for nbr in graph.neighbors(node)
+            )
             graph.nodes[node]["ricciCurvature"] = total / degree
 
 
@@ -274,8 +326,9 @@ def _modularity(graph: nx.Graph, weight: str) -> float:
     return nx.community.modularity(graph, communities, weight=weight)
 
 
-def _modularity_cutoffs(graph: nx.Graph, weight: str, cutoff_step: float,
-                        drop_threshold: float) -> list[float]:
+def _modularity_cutoffs(
+    graph: nx.Graph, weight: str, cutoff_step: float, drop_threshold: float
+) -> list[float]:
     """GRC's ``get_rf_metric_cutoff``: cutoffs from the largest weight down to 1 where the
     modularity of the component clustering drops by more than ``drop_threshold``."""
     maxw = max(w for _, _, w in graph.edges(data=weight))

@@ -132,8 +132,16 @@ class HyTEProjection(nn.Module):
         Seed of the initialization (PyTorch's default ``nn.Linear`` scheme).
     """
 
-    def __init__(self, embeddings: torch.Tensor, *, hidden: int = 256, k: float = 1.0,
-                 power: float = 1.0, learn_curvature: bool = False, seed: int = 0) -> None:
+    def __init__(
+        self,
+        embeddings: torch.Tensor,
+        *,
+        hidden: int = 256,
+        k: float = 1.0,
+        power: float = 1.0,
+        learn_curvature: bool = False,
+        seed: int = 0,
+    ) -> None:
         super().__init__()
         if embeddings.dim() != 2:
             raise ValueError(f"embeddings must have shape (V, D), got {tuple(embeddings.shape)}")
@@ -233,8 +241,9 @@ class TokenIds:
         self._skip = np.asarray(sorted(set(tokenizer.all_special_ids)), dtype=np.int64)
 
     @classmethod
-    def from_pretrained(cls, model_path: str | os.PathLike = DEFAULT_MODEL, *,
-                        max_tokens: int = 512) -> TokenIds:
+    def from_pretrained(
+        cls, model_path: str | os.PathLike = DEFAULT_MODEL, *, max_tokens: int = 512
+    ) -> TokenIds:
         """Load the tokenizer of a model folder (or a name resolved offline)."""
         from transformers import AutoTokenizer
 
@@ -254,9 +263,10 @@ class TokenIds:
         """
         if isinstance(texts, str):
             raise ValueError("texts must be a list of str, got a single str")
-        encoded = self.tokenizer.backend_tokenizer.encode_batch(list(texts),
-                                                                add_special_tokens=False)
-        ids = [np.asarray(row.ids[:self.max_tokens], dtype=np.int64) for row in encoded]
+        encoded = self.tokenizer.backend_tokenizer.encode_batch(
+            list(texts), add_special_tokens=False
+        )
+        ids = [np.asarray(row.ids[: self.max_tokens], dtype=np.int64) for row in encoded]
         ids = [row[~np.isin(row, self._skip)] for row in ids]
         empty = [i for i, row in enumerate(ids) if row.size == 0]
         if empty:
@@ -273,8 +283,8 @@ class TokenIds:
         out = np.zeros((len(ids), width), dtype=np.int64)
         mask = np.zeros((len(ids), width), dtype=bool)
         for i, row in enumerate(ids):
-            out[i, :row.size] = row
-            mask[i, :row.size] = True
+            out[i, : row.size] = row
+            mask[i, : row.size] = True
         return torch.from_numpy(out), torch.from_numpy(mask)
 
 
@@ -298,8 +308,9 @@ class HyTEEncoder:
         pools.
     """
 
-    def __init__(self, projection: HyTEProjection, tokenizer, *, model_path: str,
-                 max_tokens: int = 512) -> None:
+    def __init__(
+        self, projection: HyTEProjection, tokenizer, *, model_path: str, max_tokens: int = 512
+    ) -> None:
         self.tokenize = TokenIds(tokenizer, max_tokens=max_tokens, name=model_path)
         if len(tokenizer) > projection.embeddings.shape[0]:
             raise ValueError(
@@ -315,10 +326,18 @@ class HyTEEncoder:
         self._log_weight: torch.Tensor | None = None
 
     @classmethod
-    def from_pretrained(cls, model_path: str | os.PathLike = DEFAULT_MODEL, *,
-                        weights: str | os.PathLike | None = None, hidden: int = 256,
-                        k: float = 1.0, power: float = 1.0, learn_curvature: bool = False,
-                        max_tokens: int = 512, seed: int = 0) -> HyTEEncoder:
+    def from_pretrained(
+        cls,
+        model_path: str | os.PathLike = DEFAULT_MODEL,
+        *,
+        weights: str | os.PathLike | None = None,
+        hidden: int = 256,
+        k: float = 1.0,
+        power: float = 1.0,
+        learn_curvature: bool = False,
+        max_tokens: int = 512,
+        seed: int = 0,
+    ) -> HyTEEncoder:
         """Build an encoder over a checkpoint's word embeddings and tokenizer.
 
         Parameters
@@ -331,13 +350,17 @@ class HyTEEncoder:
         """
         from transformers import AutoTokenizer
 
-        settings = dict(hidden=hidden, k=k, power=power, learn_curvature=learn_curvature,
-                        max_tokens=max_tokens)
+        settings = dict(
+            hidden=hidden, k=k, power=power, learn_curvature=learn_curvature, max_tokens=max_tokens
+        )
         state = None
         if weights is not None:
             saved = load_torch(weights, format=_FORMAT)
-            if not isinstance(saved, dict) or not isinstance(saved.get("settings"), dict) or \
-                    not isinstance(saved.get("state_dict"), dict):
+            if (
+                not isinstance(saved, dict)
+                or not isinstance(saved.get("settings"), dict)
+                or not isinstance(saved.get("state_dict"), dict)
+            ):
                 raise ValueError(f"weights: {weights} is not a saved HyTE-H projection")
             settings.update(saved["settings"])
             state = saved["state_dict"]
@@ -358,11 +381,24 @@ class HyTEEncoder:
     def save(self, path: str | os.PathLike) -> None:
         """Write the projection weights and settings (not the frozen embeddings)."""
         proj = self.projection
-        settings = dict(hidden=proj.w1.out_features, k=float(proj.k.detach()), power=proj.power,
-                        learn_curvature=proj.log_k.requires_grad, max_tokens=self.max_tokens)
+        settings = dict(
+            hidden=proj.w1.out_features,
+            k=float(proj.k.detach()),
+            power=proj.power,
+            learn_curvature=proj.log_k.requires_grad,
+            max_tokens=self.max_tokens,
+        )
         state = {key: value.detach().cpu() for key, value in proj.state_dict().items()}
-        save_torch({"format": _FORMAT, "settings": settings, "state_dict": state,
-                    "model_path": self.model_path}, path, format=_FORMAT)
+        save_torch(
+            {
+                "format": _FORMAT,
+                "settings": settings,
+                "state_dict": state,
+                "model_path": self.model_path,
+            },
+            path,
+            format=_FORMAT,
+        )
 
     @property
     def dim(self) -> int:
@@ -380,8 +416,9 @@ class HyTEEncoder:
         caches of encodings."""
         proj = self.projection
         # inference tensors (built under torch.inference_mode) keep no version counter
-        return tuple((id(p), p.data_ptr(), -1 if p.is_inference() else p._version)
-                     for p in proj.parameters()) + (proj.power,)
+        return tuple(
+            (id(p), p.data_ptr(), -1 if p.is_inference() else p._version) for p in proj.parameters()
+        ) + (proj.power,)
 
     def _vocab_table(self) -> tuple[torch.Tensor, torch.Tensor]:
         proj = self.projection
@@ -409,8 +446,10 @@ class HyTEEncoder:
         """
         if isinstance(texts, str):
             raise ValueError("texts must be a list of str, got a single str")
-        parts = [self.encode_ids(self.tokenize(texts[start:start + batch_size]))
-                 for start in range(0, len(texts), batch_size)]
+        parts = [
+            self.encode_ids(self.tokenize(texts[start : start + batch_size]))
+            for start in range(0, len(texts), batch_size)
+        ]
         if not parts:
             table, _ = self._vocab_table()
             return table.new_zeros(0, table.shape[1])

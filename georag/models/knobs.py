@@ -95,6 +95,7 @@ class EmbeddingMap(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """Map embeddings of shape (..., D) to shape (..., D)."""
         if x.shape[-1] != self.weight.shape[0]:
-            raise ValueError(f"x must end in dimension {self.weight.shape[0]}, "
-                             f"got {tuple(x.shape)}")
+            raise ValueError(
+                f"x must end in dimension {self.weight.shape[0]}, got {tuple(x.shape)}"
+            )
         return x @ self.weight.T.to(x.dtype)

@@ -34,8 +34,9 @@ def _check_embeddings(name: str, x: torch.Tensor) -> None:
         raise ValueError(f"{name} holds NaN or inf")
 
 
-def fixed_projection(embeddings: torch.Tensor, *, scale: float = 1.0, c: float = 1.0,
-                     max_norm: float = 1 - 1e-5) -> torch.Tensor:
+def fixed_projection(
+    embeddings: torch.Tensor, *, scale: float = 1.0, c: float = 1.0, max_norm: float = 1 - 1e-5
+) -> torch.Tensor:
     """Map embeddings into the Poincare ball by ``expmap0(scale * (e - mean(e)))``.
 
     Parameters
@@ -67,8 +68,9 @@ def _clip(x: torch.Tensor, c: float | torch.Tensor, max_norm: float) -> torch.Te
     return torch.where(norm > limit, x * (limit / norm), x)
 
 
-def generality_target_radius(generality: torch.Tensor, *, r_min: float = 0.5,
-                             r_max: float = 3.0) -> torch.Tensor:
+def generality_target_radius(
+    generality: torch.Tensor, *, r_min: float = 0.5, r_max: float = 3.0
+) -> torch.Tensor:
     """Target hyperbolic radius: ``r_max - (r_max - r_min) * rank(generality)``.
 
     Parameters
@@ -94,9 +96,9 @@ def generality_target_radius(generality: torch.Tensor, *, r_min: float = 0.5,
     summed = torch.zeros(int(inverse.max()) + 1, dtype=torch.float64).index_add_(0, inverse, ranks)
     counts = torch.bincount(inverse).to(torch.float64)
     quantile = (summed / counts)[inverse] / max(n - 1, 1)
-    return (r_max - (r_max - r_min) * quantile).to(generality.dtype if
-                                                   generality.is_floating_point() else
-                                                   torch.float32)
+    return (r_max - (r_max - r_min) * quantile).to(
+        generality.dtype if generality.is_floating_point() else torch.float32
+    )
 
 
 class PoincareHead(nn.Module):
@@ -116,12 +118,21 @@ class PoincareHead(nn.Module):
         Outputs are kept within ``max_norm / sqrt(c)`` of the origin.
     """
 
-    def __init__(self, in_dim: int = 384, out_dim: int = 64, hidden: int = 256, *,
-                 c: float = 1.0, max_norm: float = 1 - 1e-5) -> None:
+    def __init__(
+        self,
+        in_dim: int = 384,
+        out_dim: int = 64,
+        hidden: int = 256,
+        *,
+        c: float = 1.0,
+        max_norm: float = 1 - 1e-5,
+    ) -> None:
         super().__init__()
         if min(in_dim, out_dim, hidden) < 1 or c <= 0 or not 0 < max_norm < 1:
-            raise ValueError(f"bad PoincareHead sizes/curvature: {in_dim}, {out_dim}, {hidden}, "
-                             f"c={c}, max_norm={max_norm}")
+            raise ValueError(
+                f"bad PoincareHead sizes/curvature: {in_dim}, {out_dim}, {hidden}, "
+                f"c={c}, max_norm={max_norm}"
+            )
         self.ball = geoopt.PoincareBall(c=c)
         self.max_norm = max_norm
         self.mlp = nn.Sequential(nn.Linear(in_dim, hidden), nn.Tanh(), nn.Linear(hidden, out_dim))
@@ -142,8 +153,10 @@ class PoincareHead(nn.Module):
         torch.Tensor, shape (..., out_dim)
         """
         if embeddings.shape[-1] != self.mlp[0].in_features:
-            raise ValueError(f"embeddings must end in dimension {self.mlp[0].in_features}, "
-                             f"got {tuple(embeddings.shape)}")
+            raise ValueError(
+                f"embeddings must end in dimension {self.mlp[0].in_features}, "
+                f"got {tuple(embeddings.shape)}"
+            )
         tangent = self.mlp(embeddings)
         return _clip(self.ball.expmap0(tangent), self.ball.c, self.max_norm)
 
@@ -158,18 +171,34 @@ class PoincareHead(nn.Module):
     def save(self, path: str | os.PathLike) -> None:
         """Write the weights and sizes (a sealed ``torch.save``, atomically)."""
         first, last = self.mlp[0], self.mlp[2]
-        save_torch({"in_dim": first.in_features, "out_dim": last.out_features,
-                    "hidden": first.out_features, "c": self.c, "max_norm": self.max_norm,
-                    "state_dict": self.state_dict()}, path, format=_FORMAT)
+        save_torch(
+            {
+                "in_dim": first.in_features,
+                "out_dim": last.out_features,
+                "hidden": first.out_features,
+                "c": self.c,
+                "max_norm": self.max_norm,
+                "state_dict": self.state_dict(),
+            },
+            path,
+            format=_FORMAT,
+        )
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> PoincareHead:
         """Read a head written by :meth:`save` (checksum checked; ValueError naming the file)."""
         blob = load_torch(path, format=_FORMAT)
-        if not isinstance(blob, dict) or not {"in_dim", "out_dim", "hidden", "c", "max_norm",
-                                              "state_dict"} <= set(blob):
+        if not isinstance(blob, dict) or not {
+            "in_dim",
+            "out_dim",
+            "hidden",
+            "c",
+            "max_norm",
+            "state_dict",
+        } <= set(blob):
             raise ValueError(f"path: {path} is not a saved Poincare head")
-        head = cls(blob["in_dim"], blob["out_dim"], blob["hidden"], c=blob["c"],
-                   max_norm=blob["max_norm"])
+        head = cls(
+            blob["in_dim"], blob["out_dim"], blob["hidden"], c=blob["c"], max_norm=blob["max_norm"]
+        )
         head.load_state_dict(blob["state_dict"])
         return head.eval()

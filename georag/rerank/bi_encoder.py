@@ -121,8 +121,9 @@ class BiEncoderReranker:
             if model == MPNET:
                 folder = mpnet_from_pypi_parts()
                 model = str(folder) if folder is not None else model
-            self._encoder = TextEncoder(model, batch_size=self.config.batch_size,
-                                        show_progress=False)
+            self._encoder = TextEncoder(
+                model, batch_size=self.config.batch_size, show_progress=False
+            )
         return self._encoder
 
     def encode(self, texts: list[str]) -> torch.Tensor:

@@ -137,8 +137,9 @@ class DiffusionReranker:
         else:
             ranks = torch.zeros_like(teleport)
             if bool(rows.any()):
-                ranks[rows] = personalized_pagerank(weights[rows], teleport[rows],
-                                                    mask=pool[rows], **options)
+                ranks[rows] = personalized_pagerank(
+                    weights[rows], teleport[rows], mask=pool[rows], **options
+                )
         keep = top_k_mask(ranks, pool, cfg.top_k)
         ranks = ranks.to(batch.scores.dtype)
         if index is not None:

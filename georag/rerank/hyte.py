@@ -31,6 +31,7 @@ from georag.retrieval.cache import content_hash
 
 __all__ = ["HyTEConfig", "HyTEReranker", "HyTERetriever", "hybrid_scores"]
 
+
 class HyTEReranker:
     """Re-scores the top ``config.top_m`` candidates of a pool with the HyTE-H hybrid score.
 
@@ -60,8 +61,8 @@ class HyTEReranker:
 
         self.config = config or HyTEConfig()
         self.encoder = encoder or HyTEEncoder.from_pretrained(
-            self.config.model, weights=self.config.weights, k=self.config.k,
-            power=self.config.power)
+            self.config.model, weights=self.config.weights, k=self.config.k, power=self.config.power
+        )
         self._points: dict[str, torch.Tensor] = {}
         self._points_key: tuple | None = None
 
@@ -100,8 +101,14 @@ class HyTEReranker:
         if index:
             found = self.document_points([flat[i] for i in index])
             points[torch.tensor(index, device=device)] = found.to(device, query.dtype)
-        scores = hybrid_scores(batch.scores, query, points.view(b, m, -1), mask,
-                               alpha=self.config.alpha, offset=self.config.offset)
+        scores = hybrid_scores(
+            batch.scores,
+            query,
+            points.view(b, m, -1),
+            mask,
+            alpha=self.config.alpha,
+            offset=self.config.offset,
+        )
         return RerankResult.from_scores(scores, mask)
 
 
@@ -134,8 +141,17 @@ class HyTERetriever:
         docs = {doc_id: text for doc_id, text in zip(corpus.doc_ids, joined) if text}
         if not docs:
             raise ValueError("corpus: every document is empty; hyte has nothing to index")
-        key = content_hash([*docs, *docs.values(), cfg.model, str(cfg.weights), str(cfg.k),
-                            str(cfg.power), str(cfg.offset)])[:32]
+        key = content_hash(
+            [
+                *docs,
+                *docs.values(),
+                cfg.model,
+                str(cfg.weights),
+                str(cfg.k),
+                str(cfg.power),
+                str(cfg.offset),
+            ]
+        )[:32]
         if corpus.cache_dir is None:
             self._tmp = tempfile.TemporaryDirectory(prefix="georag-hyte-")
             folder = Path(self._tmp.name)
@@ -159,8 +175,12 @@ class HyTERetriever:
     def retrieve(self, queries: QueryBatch, *, top_k: int) -> RerankResult:
         """Hybrid scores over the chunk rows; the best ``min(top_k, top_m)`` are kept."""
         rows = len(self.row_ids)
-        scores, chunks = self.index.search(queries.texts, k=min(top_k, self.config.top_m),
-                                           alpha=self.config.alpha, top_m=self.config.top_m)
+        scores, chunks = self.index.search(
+            queries.texts,
+            k=min(top_k, self.config.top_m),
+            alpha=self.config.alpha,
+            top_m=self.config.top_m,
+        )
         full = torch.full((len(queries.ids), rows), -torch.inf, dtype=scores.dtype)
         full.scatter_(1, chunks, scores)
         return RerankResult(scores=full, keep=full > -torch.inf)

@@ -38,9 +38,19 @@ from georag.geometry.diffusion import personalized_pagerank
 from georag.models.poincare import PoincareHead, fixed_projection
 from georag.retrieval.passage_graph import PassageGraph, build_passage_graph
 
-__all__ = ["IsoRagConfig", "IsoRag", "IsoRagOutput", "IsoRagTrace", "GlobalPPR",
-           "GlobalPPRConfig", "DenseRetriever", "corpus_graph", "fixed_radius",
-           "local_candidate_graph", "output_to_run"]
+__all__ = [
+    "IsoRagConfig",
+    "IsoRag",
+    "IsoRagOutput",
+    "IsoRagTrace",
+    "GlobalPPR",
+    "GlobalPPRConfig",
+    "DenseRetriever",
+    "corpus_graph",
+    "fixed_radius",
+    "local_candidate_graph",
+    "output_to_run",
+]
 
 VOLUMES = ("radius", "degree")
 
@@ -95,18 +105,22 @@ class IsoRagConfig:
         if self.num_seeds < 1:
             raise ValueError(f"num_seeds must be at least 1, got {self.num_seeds}")
         if self.max_nodes < self.num_seeds:
-            raise ValueError(f"max_nodes ({self.max_nodes}) must be >= num_seeds "
-                             f"({self.num_seeds})")
+            raise ValueError(
+                f"max_nodes ({self.max_nodes}) must be >= num_seeds ({self.num_seeds})"
+            )
         if self.volume not in VOLUMES:
             raise ValueError(f"volume must be one of {VOLUMES}, got {self.volume!r}")
         if not 0.0 <= self.lam <= 1.0 or not 0.0 <= self.damping < 1.0:
-            raise ValueError(f"need lam in [0, 1] and damping in [0, 1), got "
-                             f"{self.lam}, {self.damping}")
+            raise ValueError(
+                f"need lam in [0, 1] and damping in [0, 1), got {self.lam}, {self.damping}"
+            )
         if math.isnan(self.prune_threshold) or self.prune_threshold < 0:
             raise ValueError(f"prune_threshold must be >= 0, got {self.prune_threshold}")
         if self.topo_weight < 0 or self.sweep_size < 1:
-            raise ValueError(f"need topo_weight >= 0 and sweep_size >= 1, got "
-                             f"{self.topo_weight}, {self.sweep_size}")
+            raise ValueError(
+                f"need topo_weight >= 0 and sweep_size >= 1, got "
+                f"{self.topo_weight}, {self.sweep_size}"
+            )
 
 
 @dataclass(frozen=True)
@@ -177,16 +191,18 @@ class IsoRagTrace:
 
 def _check_query(query: torch.Tensor, embeddings: torch.Tensor) -> None:
     if query.dim() != 2 or query.shape[1] != embeddings.shape[1] or query.shape[0] == 0:
-        raise ValueError(f"query must have shape (B, {embeddings.shape[1]}) with B > 0, "
-                         f"got {tuple(query.shape)}")
+        raise ValueError(
+            f"query must have shape (B, {embeddings.shape[1]}) with B > 0, got {tuple(query.shape)}"
+        )
     if not torch.isfinite(query).all():
         raise ValueError("query holds NaN or inf")
 
 
 def _check_corpus(embeddings: torch.Tensor, graph: PassageGraph) -> None:
     if embeddings.dim() != 2 or embeddings.shape[0] != graph.num_nodes:
-        raise ValueError(f"embeddings must have shape ({graph.num_nodes}, D), "
-                         f"got {tuple(embeddings.shape)}")
+        raise ValueError(
+            f"embeddings must have shape ({graph.num_nodes}, D), got {tuple(embeddings.shape)}"
+        )
     if not torch.isfinite(embeddings).all():
         raise ValueError("embeddings hold NaN or inf")
 
@@ -204,8 +220,9 @@ def _topk(scores: torch.Tensor, rows: torch.Tensor, k: int) -> tuple[torch.Tenso
     return best, torch.where(best > -torch.inf, rows.gather(1, at), -1)
 
 
-def _csr_rows(csr: tuple[torch.Tensor, torch.Tensor, torch.Tensor], rows: torch.Tensor,
-              valid: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def _csr_rows(
+    csr: tuple[torch.Tensor, torch.Tensor, torch.Tensor], rows: torch.Tensor, valid: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """The entries of the CSR rows ``rows`` (flattened, shape (R,)) where ``valid``.
 
     ``csr`` is ``(crow_indices, col_indices, values)`` as plain tensors (indexing the views
@@ -217,15 +234,17 @@ def _csr_rows(csr: tuple[torch.Tensor, torch.Tensor, torch.Tensor], rows: torch.
     start = crow[rows]
     count = (crow[rows + 1] - start) * valid
     total = int(count.sum())
-    owner = torch.repeat_interleave(torch.arange(rows.numel(), device=rows.device), count,
-                                    output_size=total)
+    owner = torch.repeat_interleave(
+        torch.arange(rows.numel(), device=rows.device), count, output_size=total
+    )
     first = (count.cumsum(0) - count)[owner]
     entry = start[owner] + torch.arange(total, device=rows.device) - first
     return owner, cols[entry], values[entry]
 
 
-def local_candidate_graph(csr: torch.Tensor, similarity: torch.Tensor, seeds: torch.Tensor, *,
-                          max_nodes: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def local_candidate_graph(
+    csr: torch.Tensor, similarity: torch.Tensor, seeds: torch.Tensor, *, max_nodes: int
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Seeds and their neighbours, as padded dense local graphs.
 
     Parameters
@@ -252,8 +271,9 @@ def local_candidate_graph(csr: torch.Tensor, similarity: torch.Tensor, seeds: to
     device = similarity.device
     parts = (csr.crow_indices().clone(), csr.col_indices().clone(), csr.values().clone())
     member = torch.zeros(b, n, dtype=torch.bool, device=device)
-    owner, col, _ = _csr_rows(parts, seeds.reshape(-1), torch.ones(b * s, dtype=torch.bool,
-                                                                 device=device))
+    owner, col, _ = _csr_rows(
+        parts, seeds.reshape(-1), torch.ones(b * s, dtype=torch.bool, device=device)
+    )
     member[owner // s, col] = True  # neighbours of a seed
     key = torch.where(member, similarity, -torch.inf)
     key.scatter_(1, seeds, similarity.gather(1, seeds) + 3.0)  # seeds first
@@ -291,11 +311,11 @@ def fixed_radius(embeddings: torch.Tensor) -> torch.Tensor:
 def _as_result(output: IsoRagOutput, num_rows: int) -> RerankResult:
     """Scatter the top-k of ``output`` into scores over all ``num_rows`` corpus rows."""
     b = output.indices.shape[0]
-    scores = torch.full((b, num_rows), -torch.inf, dtype=output.scores.dtype,
-                        device=output.scores.device)
+    scores = torch.full(
+        (b, num_rows), -torch.inf, dtype=output.scores.dtype, device=output.scores.device
+    )
     valid = output.indices >= 0
-    scores.scatter_(1, output.indices.clamp_min(0),
-                    output.scores.masked_fill(~valid, -torch.inf))
+    scores.scatter_(1, output.indices.clamp_min(0), output.scores.masked_fill(~valid, -torch.inf))
     return RerankResult(scores=scores, keep=scores > -torch.inf)
 
 
@@ -351,12 +371,18 @@ class IsoRag(_CorpusRetriever):
                 head = PoincareHead.load(self.config.head)
                 radius = head.radius(corpus.embeddings.float()).clamp_min(1e-6)
                 radius = radius.to(corpus.embeddings.dtype)
-        return self.fit_graph(corpus.embeddings, corpus_graph(corpus), radius,
-                              doc_ids=corpus.doc_ids)
+        return self.fit_graph(
+            corpus.embeddings, corpus_graph(corpus), radius, doc_ids=corpus.doc_ids
+        )
 
-    def fit_graph(self, embeddings: torch.Tensor, graph: PassageGraph,
-                  radius: torch.Tensor | None = None, *,
-                  doc_ids: list[str] | None = None) -> IsoRag:
+    def fit_graph(
+        self,
+        embeddings: torch.Tensor,
+        graph: PassageGraph,
+        radius: torch.Tensor | None = None,
+        *,
+        doc_ids: list[str] | None = None,
+    ) -> IsoRag:
         """Index a corpus given as embeddings and its passage graph.
 
         Parameters
@@ -373,14 +399,20 @@ class IsoRag(_CorpusRetriever):
         """
         _check_corpus(embeddings, graph)
         radius = fixed_radius(embeddings) if radius is None else radius
-        if radius.shape != (graph.num_nodes,) or not torch.isfinite(radius).all() or \
-                (radius <= 0).any():
-            raise ValueError(f"radius must be finite, positive, of shape ({graph.num_nodes},); "
-                             f"got shape {tuple(radius.shape)}")
+        if (
+            radius.shape != (graph.num_nodes,)
+            or not torch.isfinite(radius).all()
+            or (radius <= 0).any()
+        ):
+            raise ValueError(
+                f"radius must be finite, positive, of shape ({graph.num_nodes},); "
+                f"got shape {tuple(radius.shape)}"
+            )
         self.embeddings = embeddings
         self.doc_ids = _row_ids(doc_ids, graph.num_nodes)
-        weight = graph.edge_weight(topo_weight=self.config.topo_weight,
-                                   topological=self.config.topological)
+        weight = graph.edge_weight(
+            topo_weight=self.config.topo_weight, topological=self.config.topological
+        )
         self.csr = graph.to_csr(weight.to(embeddings.dtype))
         self.strength = graph.strength(weight.to(embeddings.dtype))
         if self.config.volume == "radius":
@@ -402,12 +434,14 @@ class IsoRag(_CorpusRetriever):
         cfg = self.config
         similarity = query.to(self.embeddings.dtype) @ self.embeddings.T
         seeds = _seeds(similarity, cfg.num_seeds)
-        nodes, mask, weights = local_candidate_graph(self.csr, similarity, seeds,
-                                                     max_nodes=cfg.max_nodes)
+        nodes, mask, weights = local_candidate_graph(
+            self.csr, similarity, seeds, max_nodes=cfg.max_nodes
+        )
         volume = torch.where(mask, self.volume[nodes], 1.0)
         strength = torch.where(mask, self.strength[nodes], 0.0)
-        ratio, _ = local_cheeger_ratio(weights, volume, sweep_size=cfg.sweep_size,
-                                       strength=strength, mask=mask)
+        ratio, _ = local_cheeger_ratio(
+            weights, volume, sweep_size=cfg.sweep_size, strength=strength, mask=mask
+        )
         scores = pruning_scores(weights, ratio, mask=mask)
         pruned, removed = self.prune(weights, scores)
         local_sim = similarity.gather(1, nodes)
@@ -415,12 +449,29 @@ class IsoRag(_CorpusRetriever):
         s = cfg.num_seeds  # seeds occupy the first s local slots
         personalization[:, :s] = local_sim[:, :s].clamp_min(1e-6)
         # an edgeless (fully pruned) graph is all dangling nodes: PPR = personalization
-        ppr = personalized_pagerank(pruned, personalization, damping=cfg.damping, tol=cfg.tol,
-                                    max_iter=cfg.max_iter, mask=mask)
+        ppr = personalized_pagerank(
+            pruned,
+            personalization,
+            damping=cfg.damping,
+            tol=cfg.tol,
+            max_iter=cfg.max_iter,
+            mask=mask,
+        )
         top = ppr / ppr.amax(dim=1, keepdim=True)
         final = (cfg.lam * top + (1 - cfg.lam) * local_sim).masked_fill(~mask, -torch.inf)
-        return IsoRagTrace(nodes, mask, weights, ratio, scores, pruned, removed,
-                           personalization, ppr, local_sim, final)
+        return IsoRagTrace(
+            nodes,
+            mask,
+            weights,
+            ratio,
+            scores,
+            pruned,
+            removed,
+            personalization,
+            ppr,
+            local_sim,
+            final,
+        )
 
     def search(self, query: torch.Tensor, *, top_k: int = 10) -> IsoRagOutput:
         """Rank passages for each query, with the local graphs' sizes.
@@ -436,11 +487,17 @@ class IsoRag(_CorpusRetriever):
             raise ValueError(f"top_k must be positive, got {top_k}")
         t = self.trace(query)
         best, indices = _topk(t.final, t.nodes, top_k)
-        return IsoRagOutput(best, indices, (t.weights > 0).sum(dim=(1, 2)) // 2,
-                            t.removed.sum(dim=(1, 2)) // 2, t.mask.sum(dim=1))
+        return IsoRagOutput(
+            best,
+            indices,
+            (t.weights > 0).sum(dim=(1, 2)) // 2,
+            t.removed.sum(dim=(1, 2)) // 2,
+            t.mask.sum(dim=1),
+        )
 
-    def prune(self, weights: torch.Tensor,
-              scores: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def prune(
+        self, weights: torch.Tensor, scores: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """Remove the edges whose score exceeds ``prune_threshold`` (``inf``: none).
 
         Subclasses may override it (ablations).
@@ -486,8 +543,9 @@ class GlobalPPRConfig:
         if self.num_seeds < 1:
             raise ValueError(f"num_seeds must be at least 1, got {self.num_seeds}")
         if not 0.0 <= self.lam <= 1.0 or not 0.0 <= self.damping < 1.0:
-            raise ValueError(f"need lam in [0, 1] and damping in [0, 1), got "
-                             f"{self.lam}, {self.damping}")
+            raise ValueError(
+                f"need lam in [0, 1] and damping in [0, 1), got {self.lam}, {self.damping}"
+            )
         if self.topo_weight < 0:
             raise ValueError(f"topo_weight must be >= 0, got {self.topo_weight}")
 
@@ -505,8 +563,9 @@ class GlobalPPR(_CorpusRetriever):
     def __init__(self, config: GlobalPPRConfig | None = None) -> None:
         self.config = config or GlobalPPRConfig()
 
-    def fit_graph(self, embeddings: torch.Tensor, graph: PassageGraph, *,
-                  doc_ids: list[str] | None = None) -> GlobalPPR:
+    def fit_graph(
+        self, embeddings: torch.Tensor, graph: PassageGraph, *, doc_ids: list[str] | None = None
+    ) -> GlobalPPR:
         """Index a corpus given as embeddings (N, D) and its passage graph."""
         _check_corpus(embeddings, graph)
         self.embeddings = embeddings
@@ -524,17 +583,23 @@ class GlobalPPR(_CorpusRetriever):
         similarity = query.to(self.embeddings.dtype) @ self.embeddings.T
         seeds = _seeds(similarity, cfg.num_seeds)
         p = torch.zeros_like(similarity).scatter_(
-            1, seeds, similarity.gather(1, seeds).clamp_min(1e-6))
-        ppr = personalized_pagerank(self.csr, p.T.contiguous(), damping=cfg.damping,
-                                    tol=cfg.tol, max_iter=cfg.max_iter).T
+            1, seeds, similarity.gather(1, seeds).clamp_min(1e-6)
+        )
+        ppr = personalized_pagerank(
+            self.csr, p.T.contiguous(), damping=cfg.damping, tol=cfg.tol, max_iter=cfg.max_iter
+        ).T
         if cfg.lam < 1.0:
             ppr = cfg.lam * ppr / ppr.amax(dim=1, keepdim=True) + (1 - cfg.lam) * similarity
         rows = torch.arange(similarity.shape[1]).expand_as(similarity)
         best, indices = _topk(ppr, rows, top_k)
         b = query.shape[0]
-        return IsoRagOutput(best, indices, torch.full((b,), self.num_edges),
-                            torch.zeros(b, dtype=torch.long),
-                            torch.full((b,), similarity.shape[1]))
+        return IsoRagOutput(
+            best,
+            indices,
+            torch.full((b,), self.num_edges),
+            torch.zeros(b, dtype=torch.long),
+            torch.full((b,), similarity.shape[1]),
+        )
 
 
 class DenseRetriever(_CorpusRetriever):
@@ -546,8 +611,9 @@ class DenseRetriever(_CorpusRetriever):
         """Index ``corpus`` by its embeddings."""
         return self.fit_embeddings(corpus.embeddings, doc_ids=corpus.doc_ids)
 
-    def fit_embeddings(self, embeddings: torch.Tensor, *,
-                       doc_ids: list[str] | None = None) -> DenseRetriever:
+    def fit_embeddings(
+        self, embeddings: torch.Tensor, *, doc_ids: list[str] | None = None
+    ) -> DenseRetriever:
         """Index unit-norm embeddings (N, D)."""
         if embeddings.dim() != 2 or not torch.isfinite(embeddings).all():
             raise ValueError(f"embeddings must be finite (N, D), got {tuple(embeddings.shape)}")
@@ -575,8 +641,9 @@ def _row_ids(doc_ids: list[str] | None, n: int) -> list[str]:
     return list(doc_ids)
 
 
-def output_to_run(output: IsoRagOutput, query_ids: list[str],
-                  doc_ids: list[str]) -> dict[str, dict[str, float]]:
+def output_to_run(
+    output: IsoRagOutput, query_ids: list[str], doc_ids: list[str]
+) -> dict[str, dict[str, float]]:
     """``{query id: {doc id: score}}`` for :func:`georag.eval.metrics.evaluate`, by the one
     rule of :func:`~georag.rerank.base.scores_to_run`."""
     result = _as_result(output, len(doc_ids))

@@ -114,8 +114,11 @@ class LearnableReranker(nn.Module):
         config = {f.name: getattr(self.config, f.name) for f in fields(self.config)}
         config["weights"] = None
         state = {k: v.detach().cpu() for k, v in self.state_dict().items()}
-        save_torch({"method": self.name, "config": config, "state_dict": state}, path,
-                   format=WEIGHTS_FORMAT)
+        save_torch(
+            {"method": self.name, "config": config, "state_dict": state},
+            path,
+            format=WEIGHTS_FORMAT,
+        )
         return sha256_file(path)
 
 
@@ -133,6 +136,7 @@ def load_weights(path: str | os.PathLike, method: str) -> dict:
     except ArtifactError as error:
         raise ValueError(f"weights: {error}") from None
     if saved["method"] != method:
-        raise ValueError(f"weights: {str(path)!r} holds {saved['method']!r} weights, "
-                         f"not {method!r}")
+        raise ValueError(
+            f"weights: {str(path)!r} holds {saved['method']!r} weights, not {method!r}"
+        )
     return saved

@@ -73,8 +73,10 @@ class LearnedDiffusionConfig:
         if not 0.0 < self.damping < 1.0:
             raise ValueError(f"damping must lie in (0, 1), got {self.damping}")
         if not (self.edge_power > 0 and self.teleport_power > 0):
-            raise ValueError(f"edge_power and teleport_power must be positive, got "
-                             f"{self.edge_power}, {self.teleport_power}")
+            raise ValueError(
+                f"edge_power and teleport_power must be positive, got "
+                f"{self.edge_power}, {self.teleport_power}"
+            )
 
 
 def safe_power(x: torch.Tensor, power: torch.Tensor) -> torch.Tensor:
@@ -94,8 +96,12 @@ class LearnedDiffusion(LearnableReranker):
     name = "learned_diffusion"
     config_class = LearnedDiffusionConfig
     fixed_method = "diffusion"
-    search_space = {"damping": (0.05, 0.99, False), "edge_power": (0.1, 10.0, True),
-                    "teleport_power": (0.1, 10.0, True), "fusion": (1e-4, 10.0, True)}
+    search_space = {
+        "damping": (0.05, 0.99, False),
+        "edge_power": (0.1, 10.0, True),
+        "teleport_power": (0.1, 10.0, True),
+        "fusion": (1e-4, 10.0, True),
+    }
 
     def __init__(self, config: LearnedDiffusionConfig | None = None) -> None:
         super().__init__(config or LearnedDiffusionConfig())
@@ -132,8 +138,12 @@ class LearnedDiffusion(LearnableReranker):
         rows = pool.any(dim=1)
         if bool(rows.any()):
             ppr = personalized_pagerank(
-                weights[rows], teleport[rows], damping=self.damping().to(dtype),
-                tol=cfg.tol, max_iter=cfg.max_iter, mask=pool[rows],
+                weights[rows],
+                teleport[rows],
+                damping=self.damping().to(dtype),
+                tol=cfg.tol,
+                max_iter=cfg.max_iter,
+                mask=pool[rows],
             )
             ranks = ranks.index_put((rows.nonzero().squeeze(1),), ppr)
         final = ranks + self.fusion().to(dtype) * scores.to(dtype)

@@ -76,8 +76,11 @@ class LearnedManiscope(LearnableReranker):
     name = "learned_maniscope"
     config_class = LearnedManiscopeConfig
     fixed_method = "maniscope"
-    search_space = {"alpha": (0.01, 0.99, False), "length_scale": (0.01, 10.0, True),
-                    "fusion": (1e-4, 10.0, True)}
+    search_space = {
+        "alpha": (0.01, 0.99, False),
+        "length_scale": (0.01, 10.0, True),
+        "fusion": (1e-4, 10.0, True),
+    }
 
     def __init__(self, config: LearnedManiscopeConfig | None = None) -> None:
         super().__init__(config or LearnedManiscopeConfig())
@@ -92,8 +95,9 @@ class LearnedManiscope(LearnableReranker):
         cfg = self.config
         width = min(cfg.top_m, batch.num_candidates)
         if cfg.k >= width:
-            raise ValueError(f"k={cfg.k} needs at least k + 1 = {cfg.k + 1} candidate slots, "
-                             f"got M={width}")
+            raise ValueError(
+                f"k={cfg.k} needs at least k + 1 = {cfg.k + 1} candidate slots, got M={width}"
+            )
         query, cands = batch.query, batch.cands
         if self.embed is not None:
             query, cands = self.embed(query), self.embed(cands)

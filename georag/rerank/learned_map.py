@@ -54,5 +54,6 @@ class LearnedMap(LearnableReranker):
         if (qnorm == 0).any():
             raise ValueError("query holds zero vectors; cosine similarity is undefined")
         cos = torch.bmm(cands, query.unsqueeze(2)).squeeze(2) / (
-            torch.where(batch.mask, cands.norm(dim=2), 1.0) * qnorm.unsqueeze(1))
+            torch.where(batch.mask, cands.norm(dim=2), 1.0) * qnorm.unsqueeze(1)
+        )
         return cos + self.fusion().to(cos.dtype) * batch.scores.to(cos.dtype), batch.mask

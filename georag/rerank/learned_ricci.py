@@ -101,14 +101,21 @@ class LearnedRicciConfig:
 
     def __post_init__(self) -> None:
         # the shared fields are checked by the fixed method's config
-        RicciFiltrationConfig(top_m=self.top_m, quantile=self.quantile,
-                              iterations=self.iterations, eta=self.eta, eta_atol=self.eta_atol,
-                              method=self.method)
+        RicciFiltrationConfig(
+            top_m=self.top_m,
+            quantile=self.quantile,
+            iterations=self.iterations,
+            eta=self.eta,
+            eta_atol=self.eta_atol,
+            method=self.method,
+        )
         if self.method not in CURVATURE_METHODS:
             raise ValueError(f"method must be one of {CURVATURE_METHODS}, got {self.method!r}")
         if not (self.step > 0 and self.exp_power > 0 and self.surgery_temperature > 0):
-            raise ValueError(f"step, exp_power and surgery_temperature must be positive, got "
-                             f"{self.step}, {self.exp_power}, {self.surgery_temperature}")
+            raise ValueError(
+                f"step, exp_power and surgery_temperature must be positive, got "
+                f"{self.step}, {self.exp_power}, {self.surgery_temperature}"
+            )
         if not 0.0 < self.alpha < 1.0:
             raise ValueError(f"alpha must lie in (0, 1), got {self.alpha}")
 
@@ -119,9 +126,14 @@ class LearnedRicci(LearnableReranker):
     name = "learned_ricci"
     config_class = LearnedRicciConfig
     fixed_method = "ricci"
-    search_space = {"alpha": (0.05, 0.95, False), "exp_power": (0.25, 4.0, True),
-                    "step": (0.1, 2.0, True), "eta": (0.5, 2.0, True),
-                    "length_power": (-2.0, 2.0, False), "geometry_weight": (-2.0, 2.0, False)}
+    search_space = {
+        "alpha": (0.05, 0.95, False),
+        "exp_power": (0.25, 4.0, True),
+        "step": (0.1, 2.0, True),
+        "eta": (0.5, 2.0, True),
+        "length_power": (-2.0, 2.0, False),
+        "geometry_weight": (-2.0, 2.0, False),
+    }
 
     def __init__(self, config: LearnedRicciConfig | None = None) -> None:
         super().__init__(config or LearnedRicciConfig())
@@ -139,8 +151,10 @@ class LearnedRicci(LearnableReranker):
         """Scores over the pooled candidates (training) or the kept ones (inference)."""
         cfg = self.config
         if batch.num_candidates < 2:
-            raise ValueError(f"Ricci-Filtration needs at least 2 candidate slots (M >= 2), "
-                             f"got M={batch.num_candidates}")
+            raise ValueError(
+                f"Ricci-Filtration needs at least 2 candidate slots (M >= 2), "
+                f"got M={batch.num_candidates}"
+            )
         query, cands = batch.query, batch.cands
         if self.embed is not None:
             query, cands = self.embed(query), self.embed(cands)
@@ -153,25 +167,33 @@ class LearnedRicci(LearnableReranker):
         nodes = torch.cat([query.unsqueeze(1), torch.gather(cands, 1, index)], dim=1)
         node_mask = torch.cat([torch.ones_like(pooled[:, :1]), pooled], dim=1)
         r = cosine_dissimilarity(nodes, mask=node_mask)
-        adjacency = threshold_graph(r.detach(), quantile=cfg.quantile, force_node=0,
-                                    mask=node_mask)
+        adjacency = threshold_graph(r.detach(), quantile=cfg.quantile, force_node=0, mask=node_mask)
 
         log_r = torch.log(torch.where(adjacency, r, 1.0).clamp_min(_SMALLEST_DISSIMILARITY))
         count = adjacency.sum((1, 2), keepdim=True).clamp_min(1)
         centred = log_r - log_r.masked_fill(~adjacency, 0.0).sum((1, 2), keepdim=True) / count
         lengths = torch.where(adjacency, torch.exp(self.length_power().to(dtype) * centred), 0.0)
 
-        knobs = dict(step=self.step().to(dtype), alpha=self.alpha().to(dtype),
-                     exp_power=self.exp_power().to(dtype))
+        knobs = dict(
+            step=self.step().to(dtype),
+            alpha=self.alpha().to(dtype),
+            exp_power=self.exp_power().to(dtype),
+        )
         if not torch.is_grad_enabled():
             knobs = {k: float(v) for k, v in knobs.items()}  # the fixed solver, as numbers
-        options = dict(iterations=cfg.iterations, method=cfg.method, epsilon=cfg.epsilon,
-                       max_iter=cfg.max_iter, tol=cfg.tol)
+        options = dict(
+            iterations=cfg.iterations,
+            method=cfg.method,
+            epsilon=cfg.epsilon,
+            max_iter=cfg.max_iter,
+            tol=cfg.tol,
+        )
         if torch.is_grad_enabled():
             from georag.geometry import ricci_grad
 
-            flow = ricci_grad.ricci_flow(lengths, adjacency, checkpoint=cfg.checkpoint,
-                                         **knobs, **options)
+            flow = ricci_grad.ricci_flow(
+                lengths, adjacency, checkpoint=cfg.checkpoint, **knobs, **options
+            )
         else:
             with warnings.catch_warnings():  # uncertified Sinkhorn, as RicciFiltration
                 warnings.simplefilter("ignore", RicciConvergenceWarning)

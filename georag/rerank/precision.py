@@ -39,7 +39,8 @@ class Float32Compute:
         dtype = batch.query.dtype
         if dtype not in HALF_DTYPES and batch.cands.dtype not in HALF_DTYPES:
             return self.stage(batch)
-        upcast = replace(batch, query=batch.query.float(), cands=batch.cands.float(),
-                         scores=batch.scores.float())
+        upcast = replace(
+            batch, query=batch.query.float(), cands=batch.cands.float(), scores=batch.scores.float()
+        )
         result = self.stage(upcast)
         return RerankResult(scores=result.scores.to(dtype), keep=result.keep)

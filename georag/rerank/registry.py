@@ -40,10 +40,16 @@ _METHODS: dict[str, tuple[str, str, str | None]] = {
     "hyte": ("georag.rerank.hyte", "HyTERetriever", "HyTEConfig"),
     "iso": ("georag.rerank.iso_rag", "IsoRag", "IsoRagConfig"),
     "ppr_global": ("georag.rerank.iso_rag", "GlobalPPR", "GlobalPPRConfig"),
-    "learned_diffusion": ("georag.rerank.learned_diffusion", "LearnedDiffusion",
-                          "LearnedDiffusionConfig"),
-    "learned_maniscope": ("georag.rerank.learned_maniscope", "LearnedManiscope",
-                          "LearnedManiscopeConfig"),
+    "learned_diffusion": (
+        "georag.rerank.learned_diffusion",
+        "LearnedDiffusion",
+        "LearnedDiffusionConfig",
+    ),
+    "learned_maniscope": (
+        "georag.rerank.learned_maniscope",
+        "LearnedManiscope",
+        "LearnedManiscopeConfig",
+    ),
     "learned_map": ("georag.rerank.learned_map", "LearnedMap", "LearnedMapConfig"),
     "learned_ricci": ("georag.rerank.learned_ricci", "LearnedRicci", "LearnedRicciConfig"),
 }
@@ -76,8 +82,10 @@ def _lookup(name: str) -> tuple[type, type | None]:
     module = importlib.import_module(module_name)
     cls = getattr(module, cls_name)
     if getattr(cls, "name", None) != name:
-        raise ValueError(f"methods: {module_name}.{cls_name}.name is "
-                         f"{getattr(cls, 'name', None)!r}, not its registry key {name!r}")
+        raise ValueError(
+            f"methods: {module_name}.{cls_name}.name is "
+            f"{getattr(cls, 'name', None)!r}, not its registry key {name!r}"
+        )
     return cls, None if config_name is None else getattr(module, config_name)
 
 
@@ -95,7 +103,8 @@ def is_retriever(method: object) -> bool:
         method = _lookup(method.strip())[0]
     kinds = (method if isinstance(method, type) else type(method)).__mro__
     return all(any(attr in vars(k) for k in kinds) for attr in ("fit", "retrieve")) and not any(
-        "__call__" in vars(k) for k in kinds)
+        "__call__" in vars(k) for k in kinds
+    )
 
 
 def make_method(name: str, options: dict[str, Any] | None = None) -> Reranker | Retriever:
@@ -148,8 +157,10 @@ def make_reranker(
         raise ValueError(f"methods: malformed method spec {spec!r}")
     if overrides:
         if len(names) > 1:
-            raise ValueError(f"methods: keyword options need a single-stage spec, got {spec!r}; "
-                             "pass options={stage: {...}} instead")
+            raise ValueError(
+                f"methods: keyword options need a single-stage spec, got {spec!r}; "
+                "pass options={stage: {...}} instead"
+            )
         options = {**options, names[0]: {**options.get(names[0], {}), **overrides}}
     built = [make_method(n, options.get(n)) for n in names]
     # half / bfloat16 batches are computed in float32 (see georag.rerank.precision)
@@ -158,6 +169,8 @@ def make_reranker(
         return stages[0]
     alone = [s.name for s in stages if is_retriever(s)]
     if alone:
-        raise ValueError(f"methods: {', '.join(alone)} ranks a whole corpus and cannot be "
-                         f"composed with '+' in {spec!r}")
+        raise ValueError(
+            f"methods: {', '.join(alone)} ranks a whole corpus and cannot be "
+            f"composed with '+' in {spec!r}"
+        )
     return RerankPipeline(stages)

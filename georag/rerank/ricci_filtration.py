@@ -82,8 +82,9 @@ class RicciFiltrationConfig:
         if self.iterations < 0:
             raise ValueError(f"iterations must be >= 0, got {self.iterations}")
         if self.eta <= 0 or self.eta_atol < 0:
-            raise ValueError(f"eta must be positive and eta_atol >= 0, got {self.eta}, "
-                             f"{self.eta_atol}")
+            raise ValueError(
+                f"eta must be positive and eta_atol >= 0, got {self.eta}, {self.eta_atol}"
+            )
         if self.method not in CURVATURE_METHODS:
             raise ValueError(f"method must be one of {CURVATURE_METHODS}, got {self.method!r}")
 
@@ -110,8 +111,9 @@ class RicciFiltrationOutput:
     flow: RicciFlowResult
 
 
-def query_graphs(batch: CandidateBatch, *, top_m: int = 20, quantile: float = 0.5
-                 ) -> tuple[torch.Tensor, torch.Tensor]:
+def query_graphs(
+    batch: CandidateBatch, *, top_m: int = 20, quantile: float = 0.5
+) -> tuple[torch.Tensor, torch.Tensor]:
     """The paper's graphs: query (node 0) and its ``top_m`` candidates, percentile edges.
 
     Parameters
@@ -131,7 +133,8 @@ def query_graphs(batch: CandidateBatch, *, top_m: int = 20, quantile: float = 0.
     if batch.num_candidates < 2:
         raise ValueError(
             f"Ricci-Filtration needs at least 2 candidate slots (M >= 2), "
-            f"got M={batch.num_candidates}")
+            f"got M={batch.num_candidates}"
+        )
     width = min(top_m, batch.num_candidates)
     ranked = batch.scores.masked_fill(~batch.mask, -torch.inf)
     slots = torch.argsort(ranked, dim=1, descending=True, stable=True)[:, :width]
@@ -183,10 +186,19 @@ class RicciFiltration:
         with warnings.catch_warnings():  # uncertified Sinkhorn on purpose: the speed setting
             warnings.simplefilter("ignore", RicciConvergenceWarning)
             flow = ricci_flow(
-                adjacency.to(batch.cands.dtype), adjacency, iterations=cfg.iterations,
-                step=cfg.step, alpha=cfg.alpha, exp_power=cfg.exp_power, method=cfg.method,
-                epsilon=cfg.epsilon, max_iter=cfg.max_iter, tol=cfg.tol, accuracy=None,
-                history=history)
+                adjacency.to(batch.cands.dtype),
+                adjacency,
+                iterations=cfg.iterations,
+                step=cfg.step,
+                alpha=cfg.alpha,
+                exp_power=cfg.exp_power,
+                method=cfg.method,
+                epsilon=cfg.epsilon,
+                max_iter=cfg.max_iter,
+                tol=cfg.tol,
+                accuracy=None,
+                history=history,
+            )
 
         query_edges = flow.lengths[:, 0, 1:]
         kept = pooled & flow.adjacency[:, 0, 1:] & (query_edges <= cfg.eta + cfg.eta_atol)
@@ -194,7 +206,8 @@ class RicciFiltration:
         kept = torch.where(too_small, pooled, kept)
 
         keep = torch.zeros_like(batch.mask).scatter(1, slots, kept)
-        lengths = torch.full(batch.scores.shape, torch.nan, dtype=query_edges.dtype,
-                             device=query_edges.device)
+        lengths = torch.full(
+            batch.scores.shape, torch.nan, dtype=query_edges.dtype, device=query_edges.device
+        )
         lengths = lengths.scatter(1, slots, query_edges.masked_fill(~pooled, torch.nan))
         return RicciFiltrationOutput(query_lengths=lengths, keep=keep, slots=slots, flow=flow)

@@ -71,8 +71,10 @@ class BM25Index:
             raise ValueError(f"k1 must be >= 0 and b in [0, 1], got k1={k1}, b={b}")
         tokens = tokenize(texts, tokenizer)
         if not any(tokens):
-            raise ValueError(f"texts: none of the {len(texts)} documents has an indexable "
-                             f"token (all empty or stop words, tokenizer={tokenizer!r})")
+            raise ValueError(
+                f"texts: none of the {len(texts)} documents has an indexable "
+                f"token (all empty or stop words, tokenizer={tokenizer!r})"
+            )
         retriever = bm25s.BM25(k1=k1, b=b)
         retriever.index(tokens, show_progress=False)
         return cls(retriever, len(texts), k1=k1, b=b, tokenizer=tokenizer)
@@ -112,8 +114,12 @@ class BM25Index:
         into a temporary folder that is then swapped into place; a killed write leaves the
         previous index.
         """
-        settings = {"num_docs": self.num_docs, "k1": self.k1, "b": self.b,
-                    "tokenizer": self.tokenizer}
+        settings = {
+            "num_docs": self.num_docs,
+            "k1": self.k1,
+            "b": self.b,
+            "tokenizer": self.tokenizer,
+        }
         with atomic_folder(path, format=FORMAT, version=VERSION, settings=settings) as tmp:
             self.retriever.save(str(tmp))
 
@@ -130,5 +136,10 @@ class BM25Index:
             retriever = bm25s.BM25.load(str(path))
         except (OSError, ValueError, KeyError, TypeError) as err:
             raise ValueError(f"path: cannot read the BM25 index at {path}: {err}") from None
-        return cls(retriever, settings["num_docs"], k1=settings["k1"], b=settings["b"],
-                   tokenizer=settings["tokenizer"])
+        return cls(
+            retriever,
+            settings["num_docs"],
+            k1=settings["k1"],
+            b=settings["b"],
+            tokenizer=settings["tokenizer"],
+        )

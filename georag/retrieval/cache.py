@@ -86,8 +86,15 @@ class EmbeddingCache:
             with np.load(io.BytesIO(payload), allow_pickle=False) as archive:
                 header = json.loads(bytes(archive["header"]).decode())
                 embeddings = archive["embeddings"]
-        except (OSError, ValueError, KeyError, EOFError, RecursionError, zipfile.BadZipFile,
-                zlib.error) as err:
+        except (
+            OSError,
+            ValueError,
+            KeyError,
+            EOFError,
+            RecursionError,
+            zipfile.BadZipFile,
+            zlib.error,
+        ) as err:
             log.warning("ignoring unreadable cache entry %s (recomputing): %s", path, err)
             return None
         if not isinstance(header, dict):
@@ -104,8 +111,9 @@ class EmbeddingCache:
         if hashlib.sha256(embeddings.tobytes()).hexdigest() != header.get("sha256"):
             problems.append("checksum mismatch")
         if problems:
-            log.warning("ignoring invalid cache entry %s (recomputing): %s", path,
-                        "; ".join(problems))
+            log.warning(
+                "ignoring invalid cache entry %s (recomputing): %s", path, "; ".join(problems)
+            )
             return None
         return torch.from_numpy(embeddings)
 

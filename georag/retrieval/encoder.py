@@ -8,6 +8,7 @@ from georag.resources import DEFAULT_MODEL, resolve_model_path
 
 __all__ = ["TextEncoder", "default_device"]
 
+
 def default_device() -> torch.device:
     """CUDA when present, else CPU."""
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")

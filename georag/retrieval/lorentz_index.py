@@ -91,18 +91,30 @@ class BM25State:
         As in :func:`georag.retrieval.bm25.tokenize`.
     """
 
-    _LAYOUT = (("data", np.float32, "nnz"), ("indices", np.int32, "nnz"),
-               ("indptr", np.int32, "v1"), ("hashes", np.uint64, "v"), ("order", np.int32, "v"),
-               ("offsets", np.int64, "v1"))
+    _LAYOUT = (
+        ("data", np.float32, "nnz"),
+        ("indices", np.int32, "nnz"),
+        ("indptr", np.int32, "v1"),
+        ("hashes", np.uint64, "v"),
+        ("order", np.int32, "v"),
+        ("offsets", np.int64, "v1"),
+    )
 
-    def __init__(self, arrays: dict[str, np.ndarray], words: bytes, *, num_docs: int,
-                 tokenizer: str) -> None:
+    def __init__(
+        self, arrays: dict[str, np.ndarray], words: bytes, *, num_docs: int, tokenizer: str
+    ) -> None:
         nnz, vocab = len(arrays["data"]), len(arrays["hashes"])
-        if (len(arrays["indices"]) != nnz or len(arrays["indptr"]) != vocab + 1
-                or int(arrays["indptr"][-1]) != nnz or len(arrays["order"]) != vocab
-                or len(arrays["offsets"]) != vocab + 1 or int(arrays["offsets"][-1]) != len(words)):
+        if (
+            len(arrays["indices"]) != nnz
+            or len(arrays["indptr"]) != vocab + 1
+            or int(arrays["indptr"][-1]) != nnz
+            or len(arrays["order"]) != vocab
+            or len(arrays["offsets"]) != vocab + 1
+            or int(arrays["offsets"][-1]) != len(words)
+        ):
             raise IndexFormatError(
-                f"BM25 state: array sizes disagree ({nnz} scores, {vocab} terms)")
+                f"BM25 state: array sizes disagree ({nnz} scores, {vocab} terms)"
+            )
         from scipy.sparse import csr_matrix
 
         self.arrays = arrays
@@ -110,8 +122,9 @@ class BM25State:
         self.num_docs = num_docs
         self.tokenizer = tokenizer
         # term x document scores; shares memory with the arrays (no copy at load)
-        self.matrix = csr_matrix((arrays["data"], arrays["indices"], arrays["indptr"]),
-                                 shape=(vocab, num_docs))
+        self.matrix = csr_matrix(
+            (arrays["data"], arrays["indices"], arrays["indptr"]), shape=(vocab, num_docs)
+        )
 
     @classmethod
     def from_bm25(cls, index: BM25Index) -> BM25State:
@@ -128,18 +141,28 @@ class BM25State:
             "data": np.asarray(scores["data"], dtype=np.float32),
             "indices": np.asarray(scores["indices"], dtype=np.int32),
             "indptr": np.asarray(scores["indptr"], dtype=np.int32),
-            "hashes": hashes[order], "order": order,
+            "hashes": hashes[order],
+            "order": order,
             "offsets": np.cumsum([0] + [len(e) for e in encoded], dtype=np.int64),
         }
-        return cls(arrays, b"".join(encoded), num_docs=index.num_docs,
-                   tokenizer=index.tokenizer)
+        return cls(arrays, b"".join(encoded), num_docs=index.num_docs, tokenizer=index.tokenizer)
 
     def to_bytes(self) -> bytes:
         """Header, then the arrays of ``_LAYOUT`` and the terms."""
-        head = _BM25_HEADER.pack(_BM25_MAGIC, VERSION, 0, len(self.arrays["data"]),
-                                 len(self.arrays["hashes"]), self.num_docs, len(self.words))
-        return b"".join([head] + [self.arrays[name].astype(dtype).tobytes()
-                                  for name, dtype, _ in self._LAYOUT] + [self.words])
+        head = _BM25_HEADER.pack(
+            _BM25_MAGIC,
+            VERSION,
+            0,
+            len(self.arrays["data"]),
+            len(self.arrays["hashes"]),
+            self.num_docs,
+            len(self.words),
+        )
+        return b"".join(
+            [head]
+            + [self.arrays[name].astype(dtype).tobytes() for name, dtype, _ in self._LAYOUT]
+            + [self.words]
+        )
 
     @classmethod
     def from_bytes(cls, blob: bytes, *, tokenizer: str, where: str) -> BM25State:
@@ -149,8 +172,11 @@ class BM25State:
         magic, version, _, nnz, vocab, num_docs, words = _BM25_HEADER.unpack_from(blob)
         counts = {"nnz": nnz, "v": vocab, "v1": vocab + 1}
         sizes = [np.dtype(dtype).itemsize * counts[n] for _, dtype, n in cls._LAYOUT]
-        if magic != _BM25_MAGIC or version != VERSION or \
-                len(blob) != _BM25_HEADER.size + sum(sizes) + words:
+        if (
+            magic != _BM25_MAGIC
+            or version != VERSION
+            or len(blob) != _BM25_HEADER.size + sum(sizes) + words
+        ):
             raise IndexFormatError(f"{where}: not a georag BM25 state (bad header or size)")
         arrays, at = {}, _BM25_HEADER.size
         for (name, dtype, n), size in zip(cls._LAYOUT, sizes, strict=True):
@@ -168,7 +194,7 @@ class BM25State:
             key = term.encode("utf-8")
             while p < len(hashes) and hashes[p] == wanted[i]:  # equal hashes: check the term
                 j = int(order[p])
-                if self.words[offsets[j]:offsets[j + 1]] == key:
+                if self.words[offsets[j] : offsets[j + 1]] == key:
                     out[i] = j
                     break
                 p += 1
@@ -195,10 +221,11 @@ class BM25State:
         known = ids >= 0
         counts = csr_matrix(  # query-term counts; repeated terms add up, as in bm25s
             (np.ones(int(known.sum()), np.float32), (rows[known], ids[known])),
-            shape=(len(tokens), self.matrix.shape[0]))
+            shape=(len(tokens), self.matrix.shape[0]),
+        )
         out_s, out_i = [], []
         for start in range(0, len(tokens), 1024):
-            dense = (counts[start:start + 1024] @ self.matrix).toarray()
+            dense = (counts[start : start + 1024] @ self.matrix).toarray()
             top = torch.from_numpy(dense).topk(k, dim=1)
             out_s.append(top.values)
             out_i.append(top.indices)
@@ -259,9 +286,17 @@ class LorentzIndex:
         Search defaults (alpha, top_m, offset) and the model the points were made with.
     """
 
-    def __init__(self, path: Path, manifest: dict, points: np.ndarray, meta: dict,
-                 sources: list[str], texts_z: bytes, bm25: BM25State,
-                 encoder: HyTEEncoder | None) -> None:
+    def __init__(
+        self,
+        path: Path,
+        manifest: dict,
+        points: np.ndarray,
+        meta: dict,
+        sources: list[str],
+        texts_z: bytes,
+        bm25: BM25State,
+        encoder: HyTEEncoder | None,
+    ) -> None:
         self.path = path
         self.manifest = manifest
         self._matrix = points
@@ -287,8 +322,10 @@ class LorentzIndex:
     @property
     def chunk_ids(self) -> list[str]:
         """``"<source>#<part>"`` for each chunk."""
-        return [f"{self.sources[s]}#{p}" for s, p in zip(self.chunk_source, self.chunk_part,
-                                                          strict=True)]
+        return [
+            f"{self.sources[s]}#{p}"
+            for s, p in zip(self.chunk_source, self.chunk_part, strict=True)
+        ]
 
     @property
     def doc_ids(self) -> list[str]:
@@ -301,8 +338,9 @@ class LorentzIndex:
         if self._texts is None:
             blob = zlib.decompress(self._texts_z)
             offsets = np.append(self._offsets, len(blob)).tolist()
-            self._texts = [blob[a:b].decode("utf-8") for a, b in zip(offsets[:-1], offsets[1:],
-                                                                     strict=True)]
+            self._texts = [
+                blob[a:b].decode("utf-8") for a, b in zip(offsets[:-1], offsets[1:], strict=True)
+            ]
         return self._texts
 
     @property
@@ -311,15 +349,16 @@ class LorentzIndex:
         if self._encoder is None:
             gen = self.manifest["generation"]
             self._encoder = HyTEEncoder.from_pretrained(
-                self.manifest["model"]["model_path"],
-                weights=self.path / f"projection.{gen}.pt")
+                self.manifest["model"]["model_path"], weights=self.path / f"projection.{gen}.pt"
+            )
             _check_encoder(self._encoder, self.manifest, self.path)
         return self._encoder
 
     # ------------------------------------------------------------------ loading
     @classmethod
-    def load(cls, path: str | os.PathLike, *, encoder: HyTEEncoder | None = None,
-             verify: bool = True) -> LorentzIndex:
+    def load(
+        cls, path: str | os.PathLike, *, encoder: HyTEEncoder | None = None, verify: bool = True
+    ) -> LorentzIndex:
         """Open an index folder.
 
         Parameters
@@ -344,20 +383,33 @@ class LorentzIndex:
         if not manifest_path.is_file():
             raise IndexFormatError(f"path: {path} is not a georag Lorentz index (no manifest.json)")
         try:
-            manifest = load_manifest(manifest_path.read_bytes(), where=manifest_path,
-                                     format=FORMAT, version=VERSION)
+            manifest = load_manifest(
+                manifest_path.read_bytes(), where=manifest_path, format=FORMAT, version=VERSION
+            )
         except ArtifactError as err:
             raise IndexFormatError(str(err)) from None
         try:
             return cls._load_checked(path, manifest, encoder, verify)
-        except (KeyError, TypeError, IndexError, AttributeError, OverflowError, struct.error,
-                UnicodeDecodeError, json.JSONDecodeError, RecursionError, zlib.error) as err:
-            raise IndexFormatError(f"{manifest_path}: inconsistent index ({type(err).__name__}: "
-                                   f"{str(err)[:100]})") from None
+        except (
+            KeyError,
+            TypeError,
+            IndexError,
+            AttributeError,
+            OverflowError,
+            struct.error,
+            UnicodeDecodeError,
+            json.JSONDecodeError,
+            RecursionError,
+            zlib.error,
+        ) as err:
+            raise IndexFormatError(
+                f"{manifest_path}: inconsistent index ({type(err).__name__}: {str(err)[:100]})"
+            ) from None
 
     @classmethod
-    def _load_checked(cls, path: Path, manifest: dict, encoder: HyTEEncoder | None,
-                      verify: bool) -> LorentzIndex:
+    def _load_checked(
+        cls, path: Path, manifest: dict, encoder: HyTEEncoder | None, verify: bool
+    ) -> LorentzIndex:
         if encoder is not None:
             _check_encoder(encoder, manifest, path)
         files = manifest["files"]
@@ -369,7 +421,8 @@ class LorentzIndex:
             if size != entry["size"]:
                 raise IndexFormatError(
                     f"{file}: {size} bytes, the manifest says {entry['size']} (truncated or "
-                    "overwritten)")
+                    "overwritten)"
+                )
         n, d = manifest["num_chunks"], manifest["dim"]
         idx_file = path / files["idx"]["name"]
         with open(idx_file, "rb") as handle:
@@ -378,34 +431,45 @@ class LorentzIndex:
         if magic != MAGIC or version != VERSION or (n_file, d_file) != (n, d):
             raise IndexFormatError(
                 f"{idx_file}: bad header (magic {magic!r}, version {version}, shape "
-                f"{n_file} x {d_file}; expected {MAGIC!r}, {VERSION}, {n} x {d})")
-        matrix = np.memmap(idx_file, dtype=np.float32, mode="c", offset=_HEADER.size,
-                           shape=(n, d))
-        blobs = {name: (path / files[name]["name"]).read_bytes()
-                 for name in ("chunks", "texts", "paths", "bm25")}
+                f"{n_file} x {d_file}; expected {MAGIC!r}, {VERSION}, {n} x {d})"
+            )
+        matrix = np.memmap(idx_file, dtype=np.float32, mode="c", offset=_HEADER.size, shape=(n, d))
+        blobs = {
+            name: (path / files[name]["name"]).read_bytes()
+            for name in ("chunks", "texts", "paths", "bm25")
+        }
         if verify:
             crcs = {name: _crc32(blob) for name, blob in blobs.items()}
-            crcs["idx"] = zlib.crc32(memoryview(matrix).cast("B"), zlib.crc32(header)) \
-                & 0xFFFFFFFF
+            crcs["idx"] = zlib.crc32(memoryview(matrix).cast("B"), zlib.crc32(header)) & 0xFFFFFFFF
             crcs["projection"] = _file_crc(path / files["projection"]["name"])
             for name, crc in crcs.items():
                 if crc != files[name]["crc32"]:
-                    raise IndexFormatError(f"{path / files[name]['name']}: checksum mismatch "
-                                           "(corrupt file)")
+                    raise IndexFormatError(
+                        f"{path / files[name]['name']}: checksum mismatch (corrupt file)"
+                    )
         meta = json.loads(blobs["chunks"])
         sources = blobs["paths"].decode("utf-8").split("\n")[:-1]
         if len(meta["source"]) != n or len(sources) != manifest["num_sources"]:
             raise IndexFormatError(f"{path}: chunk metadata and sources disagree with the manifest")
-        bm25 = BM25State.from_bytes(blobs["bm25"], tokenizer=manifest["bm25"]["tokenizer"],
-                                    where=str(path / files["bm25"]["name"]))
+        bm25 = BM25State.from_bytes(
+            blobs["bm25"],
+            tokenizer=manifest["bm25"]["tokenizer"],
+            where=str(path / files["bm25"]["name"]),
+        )
         if bm25.num_docs != n:
             raise IndexFormatError(f"{path}: BM25 state holds {bm25.num_docs} chunks, not {n}")
         return cls(path, manifest, matrix, meta, sources, blobs["texts"], bm25, encoder)
 
     # ------------------------------------------------------------------ search
     @torch.no_grad()
-    def search(self, queries: list[str], k: int = 10, *, alpha: float | None = None,
-               top_m: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    def search(
+        self,
+        queries: list[str],
+        k: int = 10,
+        *,
+        alpha: float | None = None,
+        top_m: int | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """Two-stage hybrid search: BM25 top-M, then the HyTE-H hybrid score.
 
         Parameters
@@ -437,8 +501,7 @@ class LorentzIndex:
         bm25, cand = self.bm25.search(queries, top_m)
         points = self.points.index_select(0, cand.flatten()).view(*cand.shape, self.dim)
         mask = torch.ones_like(bm25, dtype=torch.bool)
-        scores = hybrid_scores(bm25, query, points, mask, alpha=alpha,
-                               offset=self.config.offset)
+        scores = hybrid_scores(bm25, query, points, mask, alpha=alpha, offset=self.config.offset)
         top, order = scores.topk(min(k, scores.shape[1]), dim=1)
         return top, cand.gather(1, order)
 
@@ -460,15 +523,25 @@ class LorentzIndex:
         base = len(self.sources)
         new_sources = list(docs)
         position = {key: base + i for i, key in enumerate(new_sources)}
-        source = np.concatenate([self.chunk_source,
-                                 [position[d] for d in chunks.doc_ids]]).astype(np.int64)
-        part = np.concatenate([self.chunk_part,
-                               [int(c.rsplit("#", 1)[1]) for c in chunks.chunk_ids]])
-        _write(self.path, matrix=np.concatenate([np.asarray(self._matrix), points]),
-               source=source, part=part.astype(np.int64), texts=self.texts + chunks.texts,
-               sources=self.sources + new_sources, encoder=self.encoder,
-               chunking=chunking, bm25=self.manifest["bm25"], search=self.manifest["search"],
-               generation=self.manifest["generation"] + 1)
+        source = np.concatenate([self.chunk_source, [position[d] for d in chunks.doc_ids]]).astype(
+            np.int64
+        )
+        part = np.concatenate(
+            [self.chunk_part, [int(c.rsplit("#", 1)[1]) for c in chunks.chunk_ids]]
+        )
+        _write(
+            self.path,
+            matrix=np.concatenate([np.asarray(self._matrix), points]),
+            source=source,
+            part=part.astype(np.int64),
+            texts=self.texts + chunks.texts,
+            sources=self.sources + new_sources,
+            encoder=self.encoder,
+            chunking=chunking,
+            bm25=self.manifest["bm25"],
+            search=self.manifest["search"],
+            generation=self.manifest["generation"] + 1,
+        )
         return LorentzIndex.load(self.path, encoder=self.encoder)
 
 
@@ -476,17 +549,30 @@ def _check_encoder(encoder: HyTEEncoder, manifest: dict, path: Path) -> None:
     if encoder.dim + 1 != manifest["dim"]:
         raise ValueError(
             f"encoder: gives {encoder.dim + 1}-dim points but the index at {path} holds "
-            f"{manifest['dim']}-dim points (mismatched dims between index and model)")
+            f"{manifest['dim']}-dim points (mismatched dims between index and model)"
+        )
     want = manifest["model"]["fingerprint"]
     if encoder.projection.fingerprint() != want:
         raise ValueError(
             f"encoder: projection {encoder.projection.fingerprint()} is not the one the index "
-            f"at {path} was built with ({want})")
+            f"at {path} was built with ({want})"
+        )
 
 
-def _write(path: Path, *, matrix: np.ndarray, source: np.ndarray, part: np.ndarray,
-           texts: list[str], sources: list[str], encoder: HyTEEncoder, chunking: dict,
-           bm25: dict, search: dict, generation: int) -> None:
+def _write(
+    path: Path,
+    *,
+    matrix: np.ndarray,
+    source: np.ndarray,
+    part: np.ndarray,
+    texts: list[str],
+    sources: list[str],
+    encoder: HyTEEncoder,
+    chunking: dict,
+    bm25: dict,
+    search: dict,
+    generation: int,
+) -> None:
     """Write generation ``generation`` of the index at ``path`` and make it current."""
     path.mkdir(parents=True, exist_ok=True)
     g = generation
@@ -507,17 +593,25 @@ def _write(path: Path, *, matrix: np.ndarray, source: np.ndarray, part: np.ndarr
     put("paths", f"paths.{g}.txt", "".join(f"{s}\n" for s in sources).encode("utf-8"))
     encoder.save(path / f"projection.{g}.pt")
     proj = path / f"projection.{g}.pt"
-    files["projection"] = {"name": proj.name, "size": proj.stat().st_size,
-                           "crc32": _file_crc(proj)}
+    files["projection"] = {"name": proj.name, "size": proj.stat().st_size, "crc32": _file_crc(proj)}
     put("bm25", f"bm25.{g}.bin", BM25State.from_bm25(BM25Index.build(texts, **bm25)).to_bytes())
     manifest = {
-        "format": FORMAT, "version": VERSION, "generation": g,
-        "num_chunks": int(matrix.shape[0]), "dim": int(matrix.shape[1]),
+        "format": FORMAT,
+        "version": VERSION,
+        "generation": g,
+        "num_chunks": int(matrix.shape[0]),
+        "dim": int(matrix.shape[1]),
         "num_sources": len(sources),
-        "model": {"model_path": encoder.model_path,
-                  "fingerprint": encoder.projection.fingerprint(),
-                  "k": float(encoder.projection.k), "power": encoder.projection.power},
-        "chunking": chunking, "bm25": bm25, "search": search, "files": files,
+        "model": {
+            "model_path": encoder.model_path,
+            "fingerprint": encoder.projection.fingerprint(),
+            "k": float(encoder.projection.k),
+            "power": encoder.projection.power,
+        },
+        "chunking": chunking,
+        "bm25": bm25,
+        "search": search,
+        "files": files,
     }
     atomic_write(path / "manifest.json", dump_manifest(manifest))
     keep = {entry["name"].split("/")[0] for entry in files.values()}
@@ -571,9 +665,12 @@ def build_lorentz_index(
     docs = _as_docs(texts_or_docs)
     chunks = chunk_documents(docs, window=window, overlap=overlap)
     if encoder is None:
-        encoder = HyTEEncoder.from_pretrained(model_path or config.model,
-                                              weights=weights or config.weights,
-                                              k=config.k, power=config.power)
+        encoder = HyTEEncoder.from_pretrained(
+            model_path or config.model,
+            weights=weights or config.weights,
+            k=config.k,
+            power=config.power,
+        )
     points = encoder.encode(chunks.texts).cpu().numpy()
     position = {key: i for i, key in enumerate(docs)}
     source = np.asarray([position[d] for d in chunks.doc_ids], dtype=np.int64)
@@ -583,12 +680,25 @@ def build_lorentz_index(
         previous = int(json.loads((out / "manifest.json").read_text())["generation"])
     except (OSError, ValueError, KeyError, TypeError):
         previous = 0
-    search = {"alpha": config.alpha, "top_m": config.top_m, "offset": config.offset,
-              "model": encoder.model_path, "k": float(encoder.projection.k),
-              "power": encoder.projection.power}
-    _write(out, matrix=points, source=source, part=part, texts=chunks.texts,
-           sources=list(docs), encoder=encoder,
-           chunking={"window": window, "overlap": overlap},
-           bm25={"k1": k1, "b": b, "tokenizer": bm25_tokenizer}, search=search,
-           generation=previous + 1)
+    search = {
+        "alpha": config.alpha,
+        "top_m": config.top_m,
+        "offset": config.offset,
+        "model": encoder.model_path,
+        "k": float(encoder.projection.k),
+        "power": encoder.projection.power,
+    }
+    _write(
+        out,
+        matrix=points,
+        source=source,
+        part=part,
+        texts=chunks.texts,
+        sources=list(docs),
+        encoder=encoder,
+        chunking={"window": window, "overlap": overlap},
+        bm25={"k1": k1, "b": b, "tokenizer": bm25_tokenizer},
+        search=search,
+        generation=previous + 1,
+    )
     return LorentzIndex.load(out, encoder=encoder)

@@ -37,8 +37,14 @@ from georag.geometry.diffusion import edge_index_to_csr
 from georag.retrieval.cache import content_hash
 from georag.retrieval.dense import DenseIndex
 
-__all__ = ["PassageGraphConfig", "PassageGraph", "build_passage_graph", "entity_strings",
-           "topological_edges", "semantic_edges"]
+__all__ = [
+    "PassageGraphConfig",
+    "PassageGraph",
+    "build_passage_graph",
+    "entity_strings",
+    "topological_edges",
+    "semantic_edges",
+]
 
 FORMAT = "georag-passage-graph-v2"
 _WORD = re.compile(r"\w+")
@@ -77,8 +83,10 @@ class PassageGraphConfig:
         if self.knn < 0:
             raise ValueError(f"knn must be non-negative, got {self.knn}")
         if self.max_title_words < 1 or self.max_entity_df < 2:
-            raise ValueError(f"need max_title_words >= 1 and max_entity_df >= 2, got "
-                             f"{self.max_title_words}, {self.max_entity_df}")
+            raise ValueError(
+                f"need max_title_words >= 1 and max_entity_df >= 2, got "
+                f"{self.max_title_words}, {self.max_entity_df}"
+            )
 
 
 @dataclass(frozen=True)
@@ -102,8 +110,9 @@ class PassageGraph:
     semantic: torch.Tensor
     topological: torch.Tensor
 
-    def edge_weight(self, *, topo_weight: float = 1.0, semantic: bool = True,
-                    topological: bool = True) -> torch.Tensor:
+    def edge_weight(
+        self, *, topo_weight: float = 1.0, semantic: bool = True, topological: bool = True
+    ) -> torch.Tensor:
         """Weight of each edge: ``cosine * semantic + topo_weight * topological``.
 
         Returns
@@ -124,8 +133,9 @@ class PassageGraph:
         """The weight matrix as sparse CSR (N, N); zero-weight edges are dropped."""
         weight = self.edge_weight() if edge_weight is None else edge_weight
         keep = weight > 0
-        return edge_index_to_csr(self.edge_index[:, keep], self.num_nodes, weight[keep],
-                                 undirected=False)
+        return edge_index_to_csr(
+            self.edge_index[:, keep], self.num_nodes, weight[keep], undirected=False
+        )
 
     def degree(self, edge_weight: torch.Tensor | None = None) -> torch.Tensor:
         """Number of edges of each node with positive weight, shape (N,)."""
@@ -135,15 +145,18 @@ class PassageGraph:
     def strength(self, edge_weight: torch.Tensor) -> torch.Tensor:
         """Total edge weight of each node, shape (N,)."""
         return torch.zeros(self.num_nodes, dtype=edge_weight.dtype).index_add_(
-            0, self.edge_index[0], edge_weight)
+            0, self.edge_index[0], edge_weight
+        )
 
     def counts(self) -> dict[str, int]:
         """Undirected edge counts by kind."""
         both = (self.semantic > 0) & self.topological
-        return {"edges": self.edge_index.shape[1] // 2,
-                "semantic": int((self.semantic > 0).sum()) // 2,
-                "topological": int(self.topological.sum()) // 2,
-                "both": int(both.sum()) // 2}
+        return {
+            "edges": self.edge_index.shape[1] // 2,
+            "semantic": int((self.semantic > 0).sum()) // 2,
+            "topological": int(self.topological.sum()) // 2,
+            "both": int(both.sum()) // 2,
+        }
 
 
 def _normalize_title(title: str) -> tuple[str, ...]:
@@ -167,11 +180,12 @@ def entity_strings(text: str) -> set[str]:
 
 
 def _pairs_within(groups: list[list[int]]) -> list[tuple[int, int]]:
-    return [(a, b) for group in groups for i, a in enumerate(group) for b in group[i + 1:]]
+    return [(a, b) for group in groups for i, a in enumerate(group) for b in group[i + 1 :]]
 
 
-def topological_edges(titles: Sequence[str], texts: Sequence[str], *,
-                      config: PassageGraphConfig) -> torch.Tensor:
+def topological_edges(
+    titles: Sequence[str], texts: Sequence[str], *, config: PassageGraphConfig
+) -> torch.Tensor:
     """Topological edges (see the module docstring), one direction each.
 
     Returns
@@ -191,8 +205,11 @@ def topological_edges(titles: Sequence[str], texts: Sequence[str], *,
         longest = min(config.max_title_words, max((len(k) for k in by_title), default=0))
         for j in range(n):
             words = _WORD.findall(texts[j].lower())
-            found = {tuple(words[s:s + m]) for m in range(1, longest + 1)
-                     for s in range(len(words) - m + 1)}
+            found = {
+                tuple(words[s : s + m])
+                for m in range(1, longest + 1)
+                for s in range(len(words) - m + 1)
+            }
             for key in found & by_title.keys():
                 if key != keys[j]:
                     pairs += [(i, j) for i in by_title[key]]
@@ -201,15 +218,17 @@ def topological_edges(titles: Sequence[str], texts: Sequence[str], *,
         for j in range(n):
             for entity in entity_strings(texts[j]):
                 by_entity[entity].append(j)
-        pairs += _pairs_within([g for g in by_entity.values()
-                                if 1 < len(g) <= config.max_entity_df])
+        pairs += _pairs_within(
+            [g for g in by_entity.values() if 1 < len(g) <= config.max_entity_df]
+        )
     if not pairs:
         return torch.empty(2, 0, dtype=torch.long)
     return torch.tensor(pairs, dtype=torch.long).T
 
 
-def semantic_edges(embeddings: torch.Tensor, *, knn: int,
-                   min_similarity: float = 0.0) -> tuple[torch.Tensor, torch.Tensor]:
+def semantic_edges(
+    embeddings: torch.Tensor, *, knn: int, min_similarity: float = 0.0
+) -> tuple[torch.Tensor, torch.Tensor]:
     """k-NN edges by inner product (cosine on unit rows) through a faiss flat index.
 
     Returns
@@ -231,22 +250,30 @@ def semantic_edges(embeddings: torch.Tensor, *, knn: int,
     return torch.stack([source[keep], neighbours[keep]]), scores[keep]
 
 
-def _assemble(n: int, sem_index: torch.Tensor, sem_weight: torch.Tensor,
-              topo_index: torch.Tensor) -> PassageGraph:
+def _assemble(
+    n: int, sem_index: torch.Tensor, sem_weight: torch.Tensor, topo_index: torch.Tensor
+) -> PassageGraph:
     edge_index = torch.cat([sem_index, topo_index], dim=1)
-    attr = torch.cat([
-        torch.stack([sem_weight, torch.zeros_like(sem_weight)], dim=1),
-        torch.stack([torch.zeros(topo_index.shape[1]), torch.ones(topo_index.shape[1])], dim=1),
-    ])
+    attr = torch.cat(
+        [
+            torch.stack([sem_weight, torch.zeros_like(sem_weight)], dim=1),
+            torch.stack([torch.zeros(topo_index.shape[1]), torch.ones(topo_index.shape[1])], dim=1),
+        ]
+    )
     loops = edge_index[0] == edge_index[1]
     edge_index, attr = edge_index[:, ~loops], attr[~loops]
     edge_index, attr = to_undirected(edge_index, attr, num_nodes=n, reduce="max")
     return PassageGraph(n, edge_index, attr[:, 0].contiguous(), attr[:, 1] > 0)
 
 
-def build_passage_graph(embeddings: torch.Tensor, titles: Sequence[str], texts: Sequence[str],
-                        *, config: PassageGraphConfig | None = None,
-                        cache_dir: str | os.PathLike | None = None) -> PassageGraph:
+def build_passage_graph(
+    embeddings: torch.Tensor,
+    titles: Sequence[str],
+    texts: Sequence[str],
+    *,
+    config: PassageGraphConfig | None = None,
+    cache_dir: str | os.PathLike | None = None,
+) -> PassageGraph:
     """Build (or load from ``cache_dir``) the passage graph of a corpus.
 
     Parameters
@@ -261,8 +288,10 @@ def build_passage_graph(embeddings: torch.Tensor, titles: Sequence[str], texts: 
     config = config or PassageGraphConfig()
     n = len(titles)
     if embeddings.dim() != 2 or embeddings.shape[0] != n or len(texts) != n:
-        raise ValueError(f"embeddings {tuple(embeddings.shape)}, titles ({n}) and texts "
-                         f"({len(texts)}) must agree on N")
+        raise ValueError(
+            f"embeddings {tuple(embeddings.shape)}, titles ({n}) and texts "
+            f"({len(texts)}) must agree on N"
+        )
     if n == 0:
         raise ValueError("titles: the corpus is empty")
     if not torch.isfinite(embeddings).all():
@@ -270,17 +299,24 @@ def build_passage_graph(embeddings: torch.Tensor, titles: Sequence[str], texts: 
     embeddings = embeddings.detach().float().cpu().contiguous()
     path = None
     if cache_dir is not None:
-        key = hashlib.sha256(json.dumps({
-            "format": FORMAT, "config": asdict(config),
-            "texts": content_hash([*titles, *texts]),
-            "embeddings": hashlib.sha256(embeddings.numpy().tobytes()).hexdigest(),
-        }, sort_keys=True).encode()).hexdigest()[:32]
+        key = hashlib.sha256(
+            json.dumps(
+                {
+                    "format": FORMAT,
+                    "config": asdict(config),
+                    "texts": content_hash([*titles, *texts]),
+                    "embeddings": hashlib.sha256(embeddings.numpy().tobytes()).hexdigest(),
+                },
+                sort_keys=True,
+            ).encode()
+        ).hexdigest()[:32]
         path = Path(cache_dir) / f"passage-graph-{key}.npz"
         cached = _load(path, n)
         if cached is not None:
             return cached
-    sem_index, sem_weight = semantic_edges(embeddings, knn=config.knn,
-                                           min_similarity=config.min_similarity)
+    sem_index, sem_weight = semantic_edges(
+        embeddings, knn=config.knn, min_similarity=config.min_similarity
+    )
     graph = _assemble(n, sem_index, sem_weight, topological_edges(titles, texts, config=config))
     if path is not None:
         _save(path, graph)
@@ -288,8 +324,11 @@ def build_passage_graph(embeddings: torch.Tensor, titles: Sequence[str], texts: 
 
 
 def _save(path: Path, graph: PassageGraph) -> None:
-    arrays = {"edge_index": graph.edge_index.numpy(), "semantic": graph.semantic.numpy(),
-              "topological": graph.topological.numpy()}
+    arrays = {
+        "edge_index": graph.edge_index.numpy(),
+        "semantic": graph.semantic.numpy(),
+        "topological": graph.topological.numpy(),
+    }
     digest = hashlib.sha256(b"".join(a.tobytes() for a in arrays.values())).hexdigest()
     header = json.dumps({"format": FORMAT, "num_nodes": graph.num_nodes, "sha256": digest})
 
@@ -310,9 +349,16 @@ def _load(path: Path, n: int) -> PassageGraph | None:
     except (OSError, ValueError, KeyError, EOFError, RecursionError, zipfile.BadZipFile):
         return None
     digest = hashlib.sha256(b"".join(a.tobytes() for a in arrays.values())).hexdigest()
-    if not isinstance(header, dict) or header.get("format") != FORMAT or \
-            header.get("num_nodes") != n or header.get("sha256") != digest:
+    if (
+        not isinstance(header, dict)
+        or header.get("format") != FORMAT
+        or header.get("num_nodes") != n
+        or header.get("sha256") != digest
+    ):
         return None
-    return PassageGraph(n, torch.from_numpy(arrays["edge_index"]),
-                        torch.from_numpy(arrays["semantic"]),
-                        torch.from_numpy(arrays["topological"]))
+    return PassageGraph(
+        n,
+        torch.from_numpy(arrays["edge_index"]),
+        torch.from_numpy(arrays["semantic"]),
+        torch.from_numpy(arrays["topological"]),
+    )

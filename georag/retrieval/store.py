@@ -50,8 +50,9 @@ class IndexStore:
         ``manifest.json`` (SHA-256 of every file, the BM25 part's included) is written last;
         a killed write leaves the previous store loadable.
         """
-        with atomic_folder(folder, format=FORMAT, version=VERSION, model=self.model,
-                           size=self.size) as tmp:
+        with atomic_folder(
+            folder, format=FORMAT, version=VERSION, model=self.model, size=self.size
+        ) as tmp:
             self.dense.save(tmp / "dense.faiss")
             self.bm25.save(tmp / "bm25")
             docs = json.dumps({"doc_ids": self.doc_ids, "texts": self.texts})

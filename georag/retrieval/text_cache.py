@@ -78,8 +78,10 @@ class TextEmbeddingCache:
             except (OSError, ValueError, KeyError, zipfile.BadZipFile) as err:
                 log.warning("ignoring unreadable text-cache shard %s: %s", path, err)
                 continue
-            if embeddings.ndim != 2 or embeddings.dtype != np.float32 or (
-                len(hashes) != embeddings.shape[0]
+            if (
+                embeddings.ndim != 2
+                or embeddings.dtype != np.float32
+                or (len(hashes) != embeddings.shape[0])
             ):
                 log.warning("ignoring inconsistent text-cache shard %s", path)
                 continue

@@ -19,18 +19,33 @@ from georag.data.multihop import (
 
 
 def _hotpot_line(qid, paras):
-    return json.dumps({"question_id": qid, "question_text": f"question {qid}",
-                       "contexts": [{"id": str(i), "title": t, "paragraph_text": x,
-                                     "is_supporting": s} for i, (t, x, s) in enumerate(paras)]})
+    return json.dumps(
+        {
+            "question_id": qid,
+            "question_text": f"question {qid}",
+            "contexts": [
+                {"id": str(i), "title": t, "paragraph_text": x, "is_supporting": s}
+                for i, (t, x, s) in enumerate(paras)
+            ],
+        }
+    )
 
 
 def test_hotpot_pools_dedups_and_labels(tmp_path):
     path = tmp_path / "h.jsonl"
-    path.write_text("\n".join([
-        _hotpot_line("a", [("T1", "one", True), ("T2", "two", False), ("T3", "three", True)]),
-        _hotpot_line("b", [("T2", "two", True), ("T1", "one", False), ("T1", "one", False)]),
-        "",
-    ]))
+    path.write_text(
+        "\n".join(
+            [
+                _hotpot_line(
+                    "a", [("T1", "one", True), ("T2", "two", False), ("T3", "three", True)]
+                ),
+                _hotpot_line(
+                    "b", [("T2", "two", True), ("T1", "one", False), ("T1", "one", False)]
+                ),
+                "",
+            ]
+        )
+    )
     data = load_hotpotqa_ircot(path)
     assert len(data.corpus) == 3  # T1/one appears three times, T2/two twice
     ids = {d.title: d.doc_id for d in data.corpus.values()}
@@ -53,22 +68,39 @@ def test_same_title_different_text_are_two_documents():
 
 def test_musique_loader(tmp_path):
     path = tmp_path / "m.json"
-    path.write_text(json.dumps([{"id": "m1", "question": "who?", "paragraphs": [
-        {"idx": 0, "title": "A", "paragraph_text": "a", "is_supporting": True},
-        {"idx": 1, "title": "B", "paragraph_text": "b", "is_supporting": False}]}]))
+    path.write_text(
+        json.dumps(
+            [
+                {
+                    "id": "m1",
+                    "question": "who?",
+                    "paragraphs": [
+                        {"idx": 0, "title": "A", "paragraph_text": "a", "is_supporting": True},
+                        {"idx": 1, "title": "B", "paragraph_text": "b", "is_supporting": False},
+                    ],
+                }
+            ]
+        )
+    )
     data = load_multihop(path)
     assert data.name == "m" and data.qrels == {"m1": {paragraph_id("A", "a"): 1}}
     assert isinstance(next(iter(data.corpus.values())), Document)
 
 
-@pytest.mark.parametrize("content, match", [
-    ("{not json", "malformed JSON"),
-    ('{"question_id": "a", "contexts": []}', "question_text"),
-    ('{"question_id": "a", "question_text": "q", "contexts": []}', "non-empty list"),
-    ('{"question_id": "a", "question_text": "q", "contexts": [{"title": "t", '
-     '"paragraph_text": "x"}]}', "is_supporting"),
-    ('[1, 2]', "JSON object"),
-])
+@pytest.mark.parametrize(
+    "content, match",
+    [
+        ("{not json", "malformed JSON"),
+        ('{"question_id": "a", "contexts": []}', "question_text"),
+        ('{"question_id": "a", "question_text": "q", "contexts": []}', "non-empty list"),
+        (
+            '{"question_id": "a", "question_text": "q", "contexts": [{"title": "t", '
+            '"paragraph_text": "x"}]}',
+            "is_supporting",
+        ),
+        ("[1, 2]", "JSON object"),
+    ],
+)
 def test_malformed_hotpot_names_file_and_line(tmp_path, content, match):
     path = tmp_path / "bad.jsonl"
     path.write_text("\n" + content + "\n")
@@ -82,8 +114,10 @@ def test_malformed_musique(tmp_path):
     path.write_text('{"id": 1}')
     with pytest.raises(DataFormatError, match="JSON list"):
         load_musique(path)
-    path.write_text('[{"id": "x", "question": "q", "paragraphs": [{"title": 3, '
-                    '"paragraph_text": "t", "is_supporting": true}]}]')
+    path.write_text(
+        '[{"id": "x", "question": "q", "paragraphs": [{"title": 3, '
+        '"paragraph_text": "t", "is_supporting": true}]}]'
+    )
     with pytest.raises(DataFormatError, match="'title' has type int"):
         load_musique(path)
 
@@ -106,7 +140,8 @@ def test_paragraphs_all_missing_from_a_fixed_corpus_raise():
         pool_questions([q], name="n", corpus=corpus)
     inside = MultihopQuestion("r", "?", (Paragraph("U", "u", True), Paragraph("T", "x", False)))
     assert pool_questions([inside], name="n", corpus=corpus).qrels == {
-        "r": {paragraph_id("U", "u"): 1}}
+        "r": {paragraph_id("U", "u"): 1}
+    }
 
 
 def test_unknown_extension(tmp_path):
@@ -117,8 +152,9 @@ def test_unknown_extension(tmp_path):
 
 
 def test_real_files_slices(data_dir):
-    hotpot = load_multihop(data_dir / "hotpotqa_dev500_ircot/dev_subsampled.jsonl",
-                           max_questions=20)
+    hotpot = load_multihop(
+        data_dir / "hotpotqa_dev500_ircot/dev_subsampled.jsonl", max_questions=20
+    )
     assert len(hotpot.queries) == 20
     assert all(len(r) == 2 for r in hotpot.qrels.values())  # 2 supporting each
     assert all(d in hotpot.corpus for r in hotpot.qrels.values() for d in r)

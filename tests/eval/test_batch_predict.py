@@ -145,7 +145,6 @@ def test_two_process_ddp_equals_single_process(demo_run, tmp_path, embedding_cac
     assert len(list((tmp_path / "d2.trec.shards").glob("shard-*.trec"))) == 4
 
 
-
 def test_queries_are_encoded_on_the_rank_device():
     import torch
 

@@ -35,8 +35,7 @@ def test_measure_warms_up_and_scales_per_unit():
     assert len(timing.samples_ms) == 4 and all(s >= 0 for s in timing.samples_ms)
     t = Timing((1.0, 2.0, 3.0, 10.0))
     assert t.median == 2.5 and t.p90 == pytest.approx(np.percentile([1, 2, 3, 10], 90))
-    assert t.as_dict() == {"median_ms": 2.5, "p90_ms": t.p90, "samples": 4,
-                           "cpu_median_ms": None}
+    assert t.as_dict() == {"median_ms": 2.5, "p90_ms": t.p90, "samples": 4, "cpu_median_ms": None}
     assert len(timing.cpu_ms) == 4 and timing.cpu_median >= 0
     with pytest.raises(ValueError, match="repeats >= 1"):
         measure(lambda i: None, repeats=0)
@@ -74,14 +73,17 @@ def test_busy_cores_sees_neighbours_at_once():
 
 
 def test_policy_in_a_fresh_process_sets_passive_wait_and_threads(tmp_path):
-    code = ("import os, sys; from georag.eval.threads import apply_thread_policy; "
-            "s = apply_thread_policy(); import torch; "
-            "print(s.threads, torch.get_num_threads(), s.source, os.environ['OMP_WAIT_POLICY'], "
-            "'torch' in sys.modules)")
+    code = (
+        "import os, sys; from georag.eval.threads import apply_thread_policy; "
+        "s = apply_thread_policy(); import torch; "
+        "print(s.threads, torch.get_num_threads(), s.source, os.environ['OMP_WAIT_POLICY'], "
+        "'torch' in sys.modules)"
+    )
     env = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "OMP_NUM_THREADS")}
     env["GEORAG_THREADS"] = "1"
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
-                         check=True).stdout.split()
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+    ).stdout.split()
     assert out == ["1", "1", "$GEORAG_THREADS", "PASSIVE", "True"]
 
 
@@ -89,8 +91,9 @@ def test_parser_start_and_finish_write_the_header(tmp_path, capsys, monkeypatch)
     monkeypatch.delenv("GEORAG_THREADS", raising=False)
     before = torch.get_num_threads()
     parser = bench_parser("Title line.\n\nMore text.", repeats=3)
-    args = parser.parse_args(["--threads", "1", "--out", str(tmp_path / "r.json"),
-                              "--device", "cpu"])
+    args = parser.parse_args(
+        ["--threads", "1", "--out", str(tmp_path / "r.json"), "--device", "cpu"]
+    )
     assert args.repeats == 3 and args.data_dir is None and parser.description == "Title line."
     try:
         bench = start(args, config={"B": 4})

@@ -20,8 +20,11 @@ def test_plot_flow_and_histogram_from_a_real_flow(tmp_path):
     history = res.history_lengths[:, 0, 0, 1:].numpy()
     relevant = np.arange(10) % 3 == 0
     flow_png = plot_flow(history, tmp_path / "flow.png", relevant=relevant)
-    hist_png = plot_query_edge_histogram(res.lengths[:, 0, 1:].numpy(), tmp_path / "hist.png",
-                                         relevant=np.tile(relevant, (2, 1)).ravel())
+    hist_png = plot_query_edge_histogram(
+        res.lengths[:, 0, 1:].numpy(),
+        tmp_path / "hist.png",
+        relevant=np.tile(relevant, (2, 1)).ravel(),
+    )
     for path in (flow_png, hist_png):
         assert path.read_bytes()[:8] == PNG and path.stat().st_size > 5000
 

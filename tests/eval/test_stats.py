@@ -59,8 +59,10 @@ def test_annotate_marks_and_tables():
         "better": {"ndcg@10": dict(zip(qids, np.clip(base + 0.3, 0, 1)))},
         "same": {"ndcg@10": dict(zip(qids, base + rng.normal(0, 1e-3, 40)))},
     }
-    rows = [{"dataset": "d", "method": m, "ndcg@10": float(np.mean(list(v["ndcg@10"].values())))}
-            for m, v in values.items()]
+    rows = [
+        {"dataset": "d", "method": m, "ndcg@10": float(np.mean(list(v["ndcg@10"].values())))}
+        for m, v in values.items()
+    ]
     annotate(rows, values, ["ndcg@10"], baseline="none")
     by = {r["method"]: r for r in rows}
     assert by["none"]["ndcg@10_p_value"] is None
@@ -97,19 +99,26 @@ def test_against_ranx_on_scifact_bm25_runs(data_dir):
         }
     ours = {name: per_query(run, data.qrels, ["ndcg@10"])["ndcg@10"] for name, run in runs.items()}
     judged = sorted(data.qrels)
-    p = paired_permutation_p([ours["anserini"][q] for q in judged],
-                             [ours["default"][q] for q in judged])
+    p = paired_permutation_p(
+        [ours["anserini"][q] for q in judged], [ours["default"][q] for q in judged]
+    )
 
     qrels = ranx.Qrels(data.qrels)
     report = ranx.compare(
-        qrels, [ranx.Run(runs["default"], name="default"), ranx.Run(runs["anserini"],
-                                                                    name="anserini")],
-        metrics=["ndcg@10"], stat_test="fisher", n_permutations=20000, random_seed=0,
+        qrels,
+        [ranx.Run(runs["default"], name="default"), ranx.Run(runs["anserini"], name="anserini")],
+        metrics=["ndcg@10"],
+        stat_test="fisher",
+        n_permutations=20000,
+        random_seed=0,
     )
     assert report.results["default"]["ndcg@10"] == pytest.approx(
-        np.mean(list(ours["default"].values())), abs=1e-4)
+        np.mean(list(ours["default"].values())), abs=1e-4
+    )
     ranx_p = report.comparisons["default", "anserini"]["ndcg@10"]["p_value"]
-    print(f"scifact BM25 k1=1.2,b=0.75 vs k1=0.9,b=0.4, ndcg@10: georag p = {p:.4f}, "
-          f"ranx fisher p = {ranx_p:.4f}")
+    print(
+        f"scifact BM25 k1=1.2,b=0.75 vs k1=0.9,b=0.4, ndcg@10: georag p = {p:.4f}, "
+        f"ranx fisher p = {ranx_p:.4f}"
+    )
     assert 0.01 < p < 0.99  # not at the extremes, where any two tests agree trivially
     assert p == pytest.approx(ranx_p, abs=0.02)

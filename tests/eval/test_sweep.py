@@ -26,14 +26,31 @@ def _wandb_files(out, kind):
 
 def test_sweep_grid_table_plot_and_wandb(demo, tmp_path, capsys):
     out = tmp_path / "sweep"
-    argv = ["sweep", "--dataset", demo, "--method", "ricci", "--top-m", "20",
-            "--grid", "quantile=0.25,0.75", "iterations=1,3", "--out", str(out), "--wandb"]
+    argv = [
+        "sweep",
+        "--dataset",
+        demo,
+        "--method",
+        "ricci",
+        "--top-m",
+        "20",
+        "--grid",
+        "quantile=0.25,0.75",
+        "iterations=1,3",
+        "--out",
+        str(out),
+        "--wandb",
+    ]
     assert main(argv) == 0
     payload = json.loads((out / "sweep.json").read_text())
     rows = payload["rows"]
     assert [r["method"] for r in rows] == ["none"] + [f"ricci#{i}" for i in range(4)]
     assert [(r["quantile"], r["iterations"]) for r in rows[1:]] == [
-        (0.25, 1), (0.25, 3), (0.75, 1), (0.75, 3)]
+        (0.25, 1),
+        (0.25, 3),
+        (0.75, 1),
+        (0.75, 3),
+    ]
     for row in rows[1:]:
         assert row["spec"] == "ricci" and 0 < row["kept_mean"] <= 20
         assert row["ndcg@10_ci_low"] <= row["ndcg@10"] <= row["ndcg@10_ci_high"]
@@ -68,8 +85,18 @@ def test_bad_grid_is_one_line_naming_the_key(grid, message, capsys):
 
 def test_eval_wandb_per_query_table_and_flow_plot(demo, tmp_path):
     out = tmp_path / "eval"
-    argv = ["eval", "--dataset", demo, "--top-m", "20", "--methods", "none,ricci",
-            "--out", str(out), "--wandb"]
+    argv = [
+        "eval",
+        "--dataset",
+        demo,
+        "--top-m",
+        "20",
+        "--methods",
+        "none,ricci",
+        "--out",
+        str(out),
+        "--wandb",
+    ]
     assert main(argv) == 0
     rows = json.loads((out / "results.json").read_text())
     assert rows[0]["ndcg@10_p_value"] is None and 0 < rows[1]["ndcg@10_p_value"] <= 1

@@ -89,7 +89,8 @@ def loader_cases() -> None:
     d = demo("empty")
     docs = [json.loads(line) for line in (d / "corpus.jsonl").read_text().splitlines()]
     (d / "corpus.jsonl").write_text(
-        "".join(json.dumps({"_id": x["_id"], "title": "", "text": ""}) + "\n" for x in docs))
+        "".join(json.dumps({"_id": x["_id"], "title": "", "text": ""}) + "\n" for x in docs)
+    )
     cli("all texts empty", ["eval", "--dataset", str(d)])
     d = demo("title")
     set_line(d / "corpus.jsonl", 3, b'{"_id": "x", "title": {"a": 1}, "text": "t"}')
@@ -114,8 +115,10 @@ def weight_cases() -> None:
     torch.save({"x": _Boom()}, buffer)
     crafted = ROOT / "crafted.pt"
     crafted.write_bytes(seal(buffer.getvalue(), format=_FORMAT, version=1))
-    cli("crafted --weights (sealed pickle bomb)",
-        index + ["--out", str(ROOT / "i2"), "--weights", str(crafted)])
+    cli(
+        "crafted --weights (sealed pickle bomb)",
+        index + ["--out", str(ROOT / "i2"), "--weights", str(crafted)],
+    )
     encoder = HyTEEncoder.from_pretrained(max_tokens=32)
     build_lorentz_index(["cats purr", "dogs bark"], ROOT / "idx", encoder=encoder)
     path = ROOT / "idx" / "manifest.json"
@@ -124,8 +127,10 @@ def weight_cases() -> None:
     proj.write_bytes(crafted.read_bytes())
     manifest["files"]["projection"].update(size=proj.stat().st_size, crc32=_file_crc(proj))
     path.write_bytes(dump_manifest(manifest))
-    cli("crafted Lorentz index (consistent manifest, pickle bomb)",
-        ["search", "--index", str(ROOT / "idx"), "cats"])
+    cli(
+        "crafted Lorentz index (consistent manifest, pickle bomb)",
+        ["search", "--index", str(ROOT / "idx"), "cats"],
+    )
 
 
 def zip_cases() -> None:
@@ -133,19 +138,29 @@ def zip_cases() -> None:
     from georag.data.download import download_and_extract
 
     linked = make_zip(ROOT / "toy.zip", [("toy/link/x", b"y")], link="toy/link")
-    api("zip entry under a symlinked folder (download)",
-        lambda: download_and_extract(linked.as_uri(), ROOT / "cache", "toy"))
-    api("zip entry ../evil",
-        lambda: safe_extract(make_zip(ROOT / "e.zip", [("../evil", b"x")]), ROOT / "o1"))
-    api("zip entry under a file", lambda: safe_extract(
-        make_zip(ROOT / "f.zip", [("toy/a", b"x"), ("toy/a/b", b"y")]), ROOT / "o2"))
+    api(
+        "zip entry under a symlinked folder (download)",
+        lambda: download_and_extract(linked.as_uri(), ROOT / "cache", "toy"),
+    )
+    api(
+        "zip entry ../evil",
+        lambda: safe_extract(make_zip(ROOT / "e.zip", [("../evil", b"x")]), ROOT / "o1"),
+    )
+    api(
+        "zip entry under a file",
+        lambda: safe_extract(
+            make_zip(ROOT / "f.zip", [("toy/a", b"x"), ("toy/a/b", b"y")]), ROOT / "o2"
+        ),
+    )
     bomb = ROOT / "bomb.zip"
     with zipfile.ZipFile(bomb, "w", zipfile.ZIP_DEFLATED, compresslevel=9) as archive:
         with archive.open("toy/zeros.bin", "w", force_zip64=True) as out:
             for _ in range(1024):
                 out.write(bytes(1 << 20))
-    api(f"zip bomb ({bomb.stat().st_size / 1e6:.2f} MB -> 1 GiB)",
-        lambda: safe_extract(bomb, ROOT / "o3"))
+    api(
+        f"zip bomb ({bomb.stat().st_size / 1e6:.2f} MB -> 1 GiB)",
+        lambda: safe_extract(bomb, ROOT / "o3"),
+    )
 
 
 def main() -> None:

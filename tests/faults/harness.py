@@ -54,8 +54,13 @@ class Artifact:
 
 def _same(a: object, b: object) -> bool:
     if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
-        return isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and \
-            a.shape == b.shape and a.dtype == b.dtype and torch.equal(a, b)
+        return (
+            isinstance(a, torch.Tensor)
+            and isinstance(b, torch.Tensor)
+            and a.shape == b.shape
+            and a.dtype == b.dtype
+            and torch.equal(a, b)
+        )
     if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
         return np.array_equal(np.asarray(a), np.asarray(b))
     if isinstance(a, dict) and isinstance(b, dict):
@@ -71,8 +76,10 @@ def _vectors(v: int, n: int = 64, d: int = 16) -> torch.Tensor:
     return x / x.norm(dim=1, keepdim=True)
 
 
-_WORDS = ("graph curvature ricci flow diffusion manifold hyperbolic lorentz query passage "
-          "retrieval ranking protein cell gene disease vaccine climate ocean energy").split()
+_WORDS = (
+    "graph curvature ricci flow diffusion manifold hyperbolic lorentz query passage "
+    "retrieval ranking protein cell gene disease vaccine climate ocean energy"
+).split()
 
 
 def _texts(v: int, n: int = 40) -> list[str]:
@@ -104,8 +111,13 @@ def _faiss() -> Artifact:
         index = DenseIndex.load(root / "dense.faiss", use_gpu=False)
         return torch.from_numpy(index.index.reconstruct_n(0, index.size))
 
-    return Artifact("faiss index", write, load, lambda v: _vectors(v, 2000, 64),
-                    lambda root: root / "dense.faiss")
+    return Artifact(
+        "faiss index",
+        write,
+        load,
+        lambda v: _vectors(v, 2000, 64),
+        lambda root: root / "dense.faiss",
+    )
 
 
 _QUERIES = ["ricci flow graph", "protein disease", "hyperbolic lorentz passage"]
@@ -140,13 +152,21 @@ def _store() -> Artifact:
         texts = _texts(v, 300)
         dense = DenseIndex(32, use_gpu=False)
         dense.add(_vectors(v, 300, 32))
-        return IndexStore(dense, BM25Index.build(texts), [f"d{v}-{i}" for i in range(300)],
-                          texts, "all-MiniLM-L6-v2")
+        return IndexStore(
+            dense,
+            BM25Index.build(texts),
+            [f"d{v}-{i}" for i in range(300)],
+            texts,
+            "all-MiniLM-L6-v2",
+        )
 
     def content(store) -> object:
-        return {"ids": store.doc_ids, "texts": store.texts,
-                "vectors": torch.from_numpy(store.dense.index.reconstruct_n(0, store.size)),
-                "bm25": _bm25_result(store.bm25)}
+        return {
+            "ids": store.doc_ids,
+            "texts": store.texts,
+            "vectors": torch.from_numpy(store.dense.index.reconstruct_n(0, store.size)),
+            "bm25": _bm25_result(store.bm25),
+        }
 
     return Artifact(
         "store",
@@ -177,8 +197,12 @@ def _lorentz() -> Artifact:
         build_lorentz_index(docs, root / "lorentz", encoder=_encoder(), window=20, overlap=5)
 
     def content(index) -> object:
-        return {"sources": index.sources, "texts": index.texts, "points": index.points.clone(),
-                "bm25": index.bm25.search(_QUERIES, 5)}
+        return {
+            "sources": index.sources,
+            "texts": index.texts,
+            "points": index.points.clone(),
+            "bm25": index.bm25.search(_QUERIES, 5),
+        }
 
     expected_cache: dict[int, object] = {}
 
@@ -187,8 +211,7 @@ def _lorentz() -> Artifact:
             scratch = Path(os.environ.get("TMPDIR", "/tmp")) / f"georag-faults-{os.getpid()}-{v}"
             shutil.rmtree(scratch, ignore_errors=True)
             write(scratch, v)
-            expected_cache[v] = content(LorentzIndex.load(scratch / "lorentz",
-                                                          encoder=_encoder()))
+            expected_cache[v] = content(LorentzIndex.load(scratch / "lorentz", encoder=_encoder()))
             shutil.rmtree(scratch, ignore_errors=True)
         return expected_cache[v]
 
@@ -220,8 +243,15 @@ def _trec() -> Artifact:
 
 def _rows(v: int) -> list[dict]:
     rng = random.Random(v)
-    return [{"dataset": "toy", "method": f"m{i}", "ndcg@10": round(rng.random(), 4),
-             "ms_per_query": round(rng.random() * 10, 3)} for i in range(200)]
+    return [
+        {
+            "dataset": "toy",
+            "method": f"m{i}",
+            "ndcg@10": round(rng.random(), 4),
+            "ms_per_query": round(rng.random() * 10, 3),
+        }
+        for i in range(200)
+    ]
 
 
 def _results() -> Artifact:
@@ -239,8 +269,13 @@ def _results() -> Artifact:
         md = markdown_table(_rows(v)) + "\n" + LEGEND + "\n"
         return {"rows": _rows(v), "md": md.encode(), "csv": None}
 
-    art = Artifact("results set", lambda root, v: write_reports(_rows(v), root), load,
-                   expected, lambda root: root)
+    art = Artifact(
+        "results set",
+        lambda root, v: write_reports(_rows(v), root),
+        load,
+        expected,
+        lambda root: root,
+    )
     return art
 
 
@@ -282,13 +317,19 @@ def _projection() -> Artifact:
         shape = shape or tuple(_encoder().projection.w1.weight.shape)
         return torch.full(shape, float(v))
 
-    return Artifact("HyTE-H projection", write, load, expected,
-                    lambda root: root / "projection.pt")
+    return Artifact("HyTE-H projection", write, load, expected, lambda root: root / "projection.pt")
 
 
 ARTIFACTS: dict[str, Callable[[], Artifact]] = {
-    "cache": _cache, "faiss": _faiss, "bm25": _bm25, "store": _store, "lorentz": _lorentz,
-    "trec": _trec, "results": _results, "checkpoint": _checkpoint, "projection": _projection,
+    "cache": _cache,
+    "faiss": _faiss,
+    "bm25": _bm25,
+    "store": _store,
+    "lorentz": _lorentz,
+    "trec": _trec,
+    "results": _results,
+    "checkpoint": _checkpoint,
+    "projection": _projection,
 }
 
 
@@ -341,8 +382,9 @@ def kill_trials(art: Artifact, root: Path, trials: int, seed: int = 0) -> Counte
         except BaseException as err:  # noqa: BLE001 - classified below
             outcome["lost" if _classify_error(err) == "clean" else "traceback"] += 1
         else:
-            outcome["ok" if content is not None and _matches(art, content, expected)
-                    else "corrupt"] += 1
+            outcome[
+                "ok" if content is not None and _matches(art, content, expected) else "corrupt"
+            ] += 1
         art.write(root, 0)  # the next write cleans up after the dead one
         outcome["litter"] += _litter(root)
     return outcome
@@ -360,8 +402,7 @@ def flip_trials(art: Artifact, root: Path, trials: int, seed: int = 0) -> Counte
         shutil.rmtree(work, ignore_errors=True)
         shutil.copytree(pristine, work)
         target = art.path(work)
-        files = sorted(p for p in target.rglob("*") if p.is_file()) if target.is_dir() \
-            else [target]
+        files = sorted(p for p in target.rglob("*") if p.is_file()) if target.is_dir() else [target]
         victim = rng.choice(files)
         data = bytearray(victim.read_bytes())
         at = rng.randrange(len(data))
@@ -391,8 +432,13 @@ def run_isolated(name: str, trials: int, root: Path, *, timeout: float = 900.0) 
 
     cmd = [sys.executable, __file__, "--one", name, "--trials", str(trials), "--root", str(root)]
     try:
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
-                              env={**os.environ, "OMP_NUM_THREADS": "1"})
+        done = subprocess.run(
+            cmd,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env={**os.environ, "OMP_NUM_THREADS": "1"},
+        )
     except subprocess.TimeoutExpired:
         return {"kill -9": {"hang": 1}, "byte flip": {"hang": 1}}
     if done.returncode != 0:
@@ -413,9 +459,12 @@ def _one(name: str, trials: int, root: Path) -> dict:
 
 def table(trials: int, names: list[str], root: Path) -> str:
     """The Markdown table: artifact x {kill -9, byte flip} -> outcome counts."""
-    lines = ["| artifact | fault | trials | intact version loaded | accepted corruptions | "
-             "clean errors | recomputes | tracebacks | previous lost | killed mid-write | "
-             "litter left after next write |", "|---|---|---:" + "|---:" * len(COLUMNS) + "|"]
+    lines = [
+        "| artifact | fault | trials | intact version loaded | accepted corruptions | "
+        "clean errors | recomputes | tracebacks | previous lost | killed mid-write | "
+        "litter left after next write |",
+        "|---|---|---:" + "|---:" * len(COLUMNS) + "|",
+    ]
     for name in names:
         start = time.perf_counter()
         counts = run_isolated(name, trials, root)

@@ -49,10 +49,14 @@ def _corrupt_line(path: Path, line_no: int, raw: bytes) -> None:
 
 CORPUS_CASES = {
     "nested JSON": (b"[" * 100_000 + b"]" * 100_000, "corpus.jsonl:3: JSON nested too deeply"),
-    "Latin-1 bytes": ('{"_id": "x", "text": "caf\xe9"}'.encode("latin-1"),
-                      "corpus.jsonl:3: not UTF-8 (byte 0xe9"),
-    "title object": (b'{"_id": "x", "title": {"a": 1}, "text": "t"}',
-                     "corpus.jsonl:3: field 'title' must be a string, got dict"),
+    "Latin-1 bytes": (
+        '{"_id": "x", "text": "caf\xe9"}'.encode("latin-1"),
+        "corpus.jsonl:3: not UTF-8 (byte 0xe9",
+    ),
+    "title object": (
+        b'{"_id": "x", "title": {"a": 1}, "text": "t"}',
+        "corpus.jsonl:3: field 'title' must be a string, got dict",
+    ),
 }
 
 
@@ -66,9 +70,11 @@ def test_corpus_cases(case, demo, capsys):
 def test_all_empty_texts(demo, capsys):
     docs = [json.loads(line) for line in (demo / "corpus.jsonl").read_text().splitlines()]
     (demo / "corpus.jsonl").write_text(
-        "".join(json.dumps({"_id": d["_id"], "title": "", "text": " "}) + "\n" for d in docs))
+        "".join(json.dumps({"_id": d["_id"], "title": "", "text": " "}) + "\n" for d in docs)
+    )
     assert "every document's title and text are empty" in _cli(
-        ["eval", "--dataset", str(demo)], capsys)
+        ["eval", "--dataset", str(demo)], capsys
+    )
     from georag.retrieval.bm25 import BM25Index
 
     with pytest.raises(ValueError, match="texts: none of the 2 documents"):

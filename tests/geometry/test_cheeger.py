@@ -28,8 +28,9 @@ def _brute_force(w: np.ndarray, volume: np.ndarray, k: int, strength=None):
     n = w.shape[0]
     g = nx.Graph()
     g.add_nodes_from(range(n))
-    g.add_weighted_edges_from((i, j, w[i, j]) for i in range(n) for j in range(i + 1, n)
-                              if w[i, j] > 0)
+    g.add_weighted_edges_from(
+        (i, j, w[i, j]) for i in range(n) for j in range(i + 1, n) if w[i, j] > 0
+    )
     extra = np.zeros(n) if strength is None else strength - w.sum(1)
     out = []
     for v in range(n):
@@ -80,14 +81,16 @@ def test_sweep_is_an_upper_bound_of_the_exact_local_constant(n, seed, k):
     volume = torch.tensor(rng.uniform(0.2, 2.0, n))
     ratio, _ = local_cheeger_ratio(w[None], volume[None], sweep_size=k)
     wn = w.numpy()
-    np.testing.assert_allclose(ratio[0].numpy(), _brute_force(wn, volume.numpy(), k),
-                               rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(
+        ratio[0].numpy(), _brute_force(wn, volume.numpy(), k), rtol=1e-12, atol=1e-12
+    )
     for v in range(n):
         others = [u for u in range(n) if u != v]
         exact = min(
             (wn[list(s)].sum() - wn[np.ix_(list(s), list(s))].sum()) / volume[list(s)].sum().item()
             for size in range(1, min(k, n) + 1)
-            for s in ({v, *c} for c in itertools.combinations(others, size - 1)))
+            for s in ({v, *c} for c in itertools.combinations(others, size - 1))
+        )
         assert ratio[0, v].item() >= exact - 1e-12
 
 
@@ -130,8 +133,9 @@ def test_prune_removes_exactly_the_edges_its_rule_names(dtype):
     for b in range(2):
         for i in range(12):
             for j in range(12):
-                diff = abs(math.log(ratio[b, i].item() + 1e-6)
-                           - math.log(ratio[b, j].item() + 1e-6))
+                diff = abs(
+                    math.log(ratio[b, i].item() + 1e-6) - math.log(ratio[b, j].item() + 1e-6)
+                )
                 named = w[b, i, j].item() > 0 and diff > 0.7 + 1e-5
                 kept = w[b, i, j].item() > 0 and diff < 0.7 - 1e-5
                 if named:
@@ -151,16 +155,19 @@ def test_everything_pruned_leaves_an_empty_graph():
     assert (pruned == 0).all() and removed.sum() == 2
 
 
-@pytest.mark.parametrize("kwargs, match", [
-    (dict(weights=torch.zeros(3, 3)), r"shape \(B, N, N\)"),
-    (dict(weights=-torch.ones(1, 3, 3)), "non-negative"),
-    (dict(weights=torch.triu(torch.ones(1, 3, 3), 1)), "symmetric"),
-    (dict(weights=torch.full((1, 3, 3), float("nan"))), "non-finite"),
-    (dict(volume=torch.zeros(1, 3)), "positive"),
-    (dict(volume=torch.ones(1, 4)), "volume must have shape"),
-    (dict(sweep_size=0), "sweep_size"),
-    (dict(mask=torch.ones(1, 3)), "mask must be a bool"),
-])
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        (dict(weights=torch.zeros(3, 3)), r"shape \(B, N, N\)"),
+        (dict(weights=-torch.ones(1, 3, 3)), "non-negative"),
+        (dict(weights=torch.triu(torch.ones(1, 3, 3), 1)), "symmetric"),
+        (dict(weights=torch.full((1, 3, 3), float("nan"))), "non-finite"),
+        (dict(volume=torch.zeros(1, 3)), "positive"),
+        (dict(volume=torch.ones(1, 4)), "volume must have shape"),
+        (dict(sweep_size=0), "sweep_size"),
+        (dict(mask=torch.ones(1, 3)), "mask must be a bool"),
+    ],
+)
 def test_bad_input(kwargs, match):
     args = dict(weights=torch.ones(1, 3, 3), volume=torch.ones(1, 3), sweep_size=2)
     args.update(kwargs)

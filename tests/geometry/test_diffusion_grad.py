@@ -60,8 +60,9 @@ def test_sparse_gradcheck(grad):
     damping = torch.tensor(0.6, dtype=torch.float64, requires_grad=True)
 
     def f(values, p, damping):
-        weights = torch.sparse_csr_tensor(csr.crow_indices(), csr.col_indices(), values.exp(),
-                                          csr.shape)
+        weights = torch.sparse_csr_tensor(
+            csr.crow_indices(), csr.col_indices(), values.exp(), csr.shape
+        )
         return personalized_pagerank(weights, p, damping=damping, grad=grad, **TIGHT)
 
     assert torch.autograd.gradcheck(f, (log_values, p, damping))
@@ -114,8 +115,9 @@ def test_values_unchanged_by_grad(dtype):
     plain = personalized_pagerank(w, p)
     for grad in ("implicit", "unrolled"):
         out = personalized_pagerank(w.clone().requires_grad_(), p, grad=grad)
-        torch.testing.assert_close(out.detach(), plain, atol=1e-7 if dtype == torch.float32
-                                   else 1e-15, rtol=0)
+        torch.testing.assert_close(
+            out.detach(), plain, atol=1e-7 if dtype == torch.float32 else 1e-15, rtol=0
+        )
 
 
 def test_float32_implicit_close_to_float64():

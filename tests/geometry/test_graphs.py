@@ -27,8 +27,9 @@ def test_cosine_dissimilarity_matches_numpy(dtype):
     assert torch.equal(r, r.transpose(1, 2))
     assert (r.diagonal(dim1=1, dim2=2) == 0).all()
     assert np.allclose(r.double().numpy()[0], expected[0], atol=atol)
-    assert np.allclose(r.double().numpy()[1:], np.clip(expected[1:], 0, 2) * (1 - np.eye(9)),
-                       atol=atol)
+    assert np.allclose(
+        r.double().numpy()[1:], np.clip(expected[1:], 0, 2) * (1 - np.eye(9)), atol=atol
+    )
 
 
 def test_cosine_dissimilarity_identical_vectors_are_exactly_zero():
@@ -124,8 +125,11 @@ def test_threshold_graph_padded_nodes_are_isolated():
 
 @pytest.mark.parametrize(
     "kwargs, match",
-    [(dict(quantile=1.5), "quantile"), (dict(force_node=9), "force_node"),
-     (dict(mask=torch.ones(2, 3, dtype=torch.bool)), "mask")],
+    [
+        (dict(quantile=1.5), "quantile"),
+        (dict(force_node=9), "force_node"),
+        (dict(mask=torch.ones(2, 3, dtype=torch.bool)), "mask"),
+    ],
 )
 def test_threshold_graph_rejects_bad_options(kwargs, match):
     with pytest.raises(ValueError, match=match):
@@ -141,8 +145,9 @@ def test_threshold_graph_rejects_asymmetric_and_tiny():
 
 
 @settings(max_examples=30, deadline=None)
-@given(n=st.integers(1, 15), p=st.floats(0.0, 1.0), seed=st.integers(0, 2**16),
-       double=st.booleans())
+@given(
+    n=st.integers(1, 15), p=st.floats(0.0, 1.0), seed=st.integers(0, 2**16), double=st.booleans()
+)
 def test_shortest_paths_matches_networkx(n, p, seed, double):
     gen = np.random.default_rng(seed)
     graphs = random_graphs(gen, 3, n, density=p, low=0.1, high=3.0)

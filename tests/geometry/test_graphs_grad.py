@@ -37,8 +37,9 @@ def test_shortest_paths_gradcheck():
 
 def test_gradient_is_the_path_indicator():
     # path graph 0 - 1 - 2 plus a long shortcut 0 - 2
-    lengths = torch.tensor([[[0.0, 1.0, 5.0], [1.0, 0.0, 1.0], [5.0, 1.0, 0.0]]],
-                           requires_grad=True)
+    lengths = torch.tensor(
+        [[[0.0, 1.0, 5.0], [1.0, 0.0, 1.0], [5.0, 1.0, 0.0]]], requires_grad=True
+    )
     adjacency = lengths.detach() > 0
     dist = single_source_shortest_paths(lengths, adjacency, torch.tensor([0]))
     dist[0, 2].backward()
@@ -73,7 +74,7 @@ def test_hypothesis_gradient_against_networkx_path(m, seed, density):
         if target not in reference:
             assert dist[0, target] == torch.inf
             continue
-        grad, = torch.autograd.grad(dist[0, target], lengths, retain_graph=True)
+        (grad,) = torch.autograd.grad(dist[0, target], lengths, retain_graph=True)
         # the gradient is a path from 0 to target whose length is the distance
         assert float((grad * lengths).sum()) == pytest.approx(reference[target], abs=1e-12)
         assert float(dist[0, target]) == pytest.approx(reference[target], abs=1e-12)

@@ -142,8 +142,10 @@ def test_oem_tends_to_largest_time_point(dtype):
     mask[1, 3:] = False
     t = pts[..., 0].masked_fill(~mask, -1.0)
     target = pts[torch.arange(3), t.argmax(1)]
-    gaps = [lorentz_distance(oem_pool(pts, mask, power=p), target).max().item() for p in
-            (0.0, 1.0, 4.0, 16.0, 64.0, 400.0)]
+    gaps = [
+        lorentz_distance(oem_pool(pts, mask, power=p), target).max().item()
+        for p in (0.0, 1.0, 4.0, 16.0, 64.0, 400.0)
+    ]
     floor = 2e-3 if dtype == torch.float32 else 1e-7  # arcosh resolution near 1
     assert all(b <= a + floor for a, b in zip(gaps[:-1], gaps[1:], strict=True)), gaps
     assert gaps[-1] < 1e-2 and gaps[0] > 0.1
@@ -204,8 +206,12 @@ def test_oem_stays_on_hyperboloid_property(scale, power, k, n):
     out = oem_pool(pts, torch.ones(2, n, dtype=torch.bool), k=k, power=power)
     t = out[:, 0]
     assert torch.isfinite(out).all() and (t > 0).all()
-    assert torch.allclose(lorentz_inner(out, out), torch.full((2,), -k, dtype=torch.float64),
-                          rtol=1e-9, atol=1e-9 * float(t.max()) ** 2)
+    assert torch.allclose(
+        lorentz_inner(out, out),
+        torch.full((2,), -k, dtype=torch.float64),
+        rtol=1e-9,
+        atol=1e-9 * float(t.max()) ** 2,
+    )
     # the pooled point never lies farther out than the farthest input
     assert (radial_coordinate(out, k=k) <= radial_coordinate(pts, k=k).max(1).values + 1e-9).all()
 

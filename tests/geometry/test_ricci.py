@@ -37,8 +37,9 @@ PEER_RUNNER = ROOT / "scripts" / "ricci_reference.py"
 DTYPES = (torch.float32, torch.float64)
 
 
-def run_peer(lengths: np.ndarray, adjacency: np.ndarray, tmp_path: Path, *, mode: str,
-             **options: object) -> dict[str, np.ndarray]:
+def run_peer(
+    lengths: np.ndarray, adjacency: np.ndarray, tmp_path: Path, *, mode: str, **options: object
+) -> dict[str, np.ndarray]:
     """GraphRicciCurvature 0.6.1 on a batch of graphs, in the peers environment."""
     if not PEER_PYTHON.exists():
         pytest.skip(".venv-peers is absent (run `make peers`)")
@@ -51,8 +52,9 @@ def run_peer(lengths: np.ndarray, adjacency: np.ndarray, tmp_path: Path, *, mode
     return dict(np.load(out))
 
 
-def random_graphs(seed: int, batch: int, n: int, *, weighted: bool,
-                  density: tuple[float, float] = (0.15, 0.8)) -> tuple[np.ndarray, np.ndarray]:
+def random_graphs(
+    seed: int, batch: int, n: int, *, weighted: bool, density: tuple[float, float] = (0.15, 0.8)
+) -> tuple[np.ndarray, np.ndarray]:
     """Erdos-Renyi graphs with varied density (often disconnected at low density)."""
     gen = np.random.default_rng(seed)
     lengths = np.zeros((batch, n, n))
@@ -65,8 +67,9 @@ def random_graphs(seed: int, batch: int, n: int, *, weighted: bool,
     return lengths, adjacency
 
 
-def exact_curvature(lengths: np.ndarray, adjacency: np.ndarray, alpha: float = 0.5,
-                    exp_power: float = 2.0) -> np.ndarray:
+def exact_curvature(
+    lengths: np.ndarray, adjacency: np.ndarray, alpha: float = 0.5, exp_power: float = 2.0
+) -> np.ndarray:
     """Independent per-edge reference: networkx shortest paths + POT emd2."""
     out = np.zeros_like(lengths)
     for g in range(lengths.shape[0]):
@@ -80,7 +83,7 @@ def exact_curvature(lengths: np.ndarray, adjacency: np.ndarray, alpha: float = 0
             nbrs = list(graph.neighbors(x))
             if not nbrs:
                 return [x], np.ones(1)
-            w = np.array([math.exp(-graph[x][v]["weight"] ** exp_power) for v in nbrs])
+            w = np.array([math.exp(-(graph[x][v]["weight"] ** exp_power)) for v in nbrs])
             share = w / w.sum() if w.sum() > 1e-7 else np.full(len(nbrs), 1 / len(nbrs))
             return nbrs + [x], np.append((1 - alpha) * share, alpha)
 
@@ -117,14 +120,23 @@ def g_ab(a: int, b: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 @settings(max_examples=30, deadline=None)
-@given(n=st.integers(2, 12), seed=st.integers(0, 2**16), alpha=st.floats(0.0, 1.0),
-       exp_power=st.sampled_from([0.0, 1.0, 2.0, 5.0]), double=st.booleans())
+@given(
+    n=st.integers(2, 12),
+    seed=st.integers(0, 2**16),
+    alpha=st.floats(0.0, 1.0),
+    exp_power=st.sampled_from([0.0, 1.0, 2.0, 5.0]),
+    double=st.booleans(),
+)
 def test_node_measures_follow_graphriccicurvature(n, seed, alpha, exp_power, double):
     lengths, adjacency = random_graphs(seed, 2, n, weighted=True, density=(0.0, 1.0))
     lengths = lengths * np.random.default_rng(seed).choice([1.0, 3.0])  # 3: sums < 1e-7
     dtype = torch.float64 if double else torch.float32
-    got = node_measures(torch.tensor(lengths, dtype=dtype), torch.tensor(adjacency),
-                        alpha=alpha, exp_power=exp_power)
+    got = node_measures(
+        torch.tensor(lengths, dtype=dtype),
+        torch.tensor(adjacency),
+        alpha=alpha,
+        exp_power=exp_power,
+    )
     assert got.dtype == dtype
     for g in range(2):
         for x in range(n):
@@ -133,7 +145,7 @@ def test_node_measures_follow_graphriccicurvature(n, seed, alpha, exp_power, dou
             if len(nbrs) == 0:
                 expected[x] = 1.0
             else:
-                w = np.exp(-lengths[g, x, nbrs] ** exp_power)
+                w = np.exp(-(lengths[g, x, nbrs] ** exp_power))
                 share = w / w.sum() if w.sum() > 1e-7 else np.full(len(nbrs), 1 / len(nbrs))
                 expected[nbrs] = (1 - alpha) * share
                 expected[x] = alpha
@@ -147,12 +159,12 @@ def test_node_measures_follow_graphriccicurvature(n, seed, alpha, exp_power, dou
 @pytest.mark.parametrize("weighted", [False, True])
 def test_exact_curvature_matches_pot_reference(dtype, weighted):
     lengths, adjacency = random_graphs(1, 4, 9, weighted=weighted)
-    got = ollivier_ricci(torch.tensor(lengths, dtype=dtype), torch.tensor(adjacency),
-                         method="exact")
+    got = ollivier_ricci(
+        torch.tensor(lengths, dtype=dtype), torch.tensor(adjacency), method="exact"
+    )
     assert got.dtype == dtype
     atol = 1e-6 if dtype == torch.float64 else 1e-5
-    np.testing.assert_allclose(got.double().numpy(), exact_curvature(lengths, adjacency),
-                               atol=atol)
+    np.testing.assert_allclose(got.double().numpy(), exact_curvature(lengths, adjacency), atol=atol)
 
 
 @pytest.mark.peers
@@ -180,33 +192,53 @@ def sinkhorn_case(n: int, weighted: bool) -> tuple[np.ndarray, np.ndarray, np.nd
 def test_default_and_certified_sinkhorn_match_exact(dtype, weighted, n):
     lengths, adjacency, exact = sinkhorn_case(n, weighted)
     default = ollivier_ricci(torch.tensor(lengths, dtype=dtype), torch.tensor(adjacency))
-    assert np.abs(default.double().numpy() - exact).max() < 1e-6 * (1 + 1e3 * (dtype ==
-                                                                                torch.float32))
-    got = ollivier_ricci(torch.tensor(lengths, dtype=dtype), torch.tensor(adjacency),
-                         method="sinkhorn")
+    assert np.abs(default.double().numpy() - exact).max() < 1e-6 * (
+        1 + 1e3 * (dtype == torch.float32)
+    )
+    got = ollivier_ricci(
+        torch.tensor(lengths, dtype=dtype), torch.tensor(adjacency), method="sinkhorn"
+    )
     assert np.abs(got.double().numpy() - exact).max() < 5e-3 + 1e-6
 
 
-@pytest.mark.parametrize("weighted, n", [(True, 5), (True, 13), (False, 13),
-                                         pytest.param(True, 21, marks=pytest.mark.slow),
-                                         pytest.param(False, 41, marks=pytest.mark.slow)])
+@pytest.mark.parametrize(
+    "weighted, n",
+    [
+        (True, 5),
+        (True, 13),
+        (False, 13),
+        pytest.param(True, 21, marks=pytest.mark.slow),
+        pytest.param(False, 41, marks=pytest.mark.slow),
+    ],
+)
 def test_sinkhorn_accuracy_setting_within_5e4(weighted, n):
     lengths, adjacency, exact = sinkhorn_case(n, weighted)
-    got = ollivier_ricci(torch.tensor(lengths, dtype=torch.float32), torch.tensor(adjacency),
-                         **SINKHORN_ACCURACY)
+    got = ollivier_ricci(
+        torch.tensor(lengths, dtype=torch.float32), torch.tensor(adjacency), **SINKHORN_ACCURACY
+    )
     assert np.abs(got.double().numpy() - exact).max() < 5e-4 + 1e-6
 
 
 @settings(max_examples=25, deadline=None)
-@given(n=st.integers(3, 12), seed=st.integers(0, 2**16), weighted=st.booleans(),
-       double=st.booleans(), alpha=st.sampled_from([0.0, 0.5, 0.9]),
-       exp_power=st.sampled_from([0.0, 1.0, 2.0]))
+@given(
+    n=st.integers(3, 12),
+    seed=st.integers(0, 2**16),
+    weighted=st.booleans(),
+    double=st.booleans(),
+    alpha=st.sampled_from([0.0, 0.5, 0.9]),
+    exp_power=st.sampled_from([0.0, 1.0, 2.0]),
+)
 def test_certified_sinkhorn_within_accuracy_property(n, seed, weighted, double, alpha, exp_power):
     lengths, adjacency = random_graphs(seed, 1, n, weighted=weighted)
     exact = exact_curvature(lengths, adjacency, alpha=alpha, exp_power=exp_power)
     dtype = torch.float64 if double else torch.float32
-    got = ollivier_ricci(torch.tensor(lengths, dtype=dtype), torch.tensor(adjacency),
-                         alpha=alpha, exp_power=exp_power, method="sinkhorn")
+    got = ollivier_ricci(
+        torch.tensor(lengths, dtype=dtype),
+        torch.tensor(adjacency),
+        alpha=alpha,
+        exp_power=exp_power,
+        method="sinkhorn",
+    )
     assert got.dtype == dtype
     assert np.abs(got.double().numpy() - exact).max() < 5e-3 + 1e-6
 
@@ -225,8 +257,9 @@ def test_complete_graph_curvature_closed_form():
     adjacency = ~torch.eye(n, dtype=torch.bool).unsqueeze(0)
     kappa = ollivier_ricci(adjacency.double(), adjacency, method="exact")
     expected = 1 - (0.5 - 0.5 / (n - 1))
-    assert torch.allclose(kappa[adjacency], torch.full((n * (n - 1),), expected,
-                                                       dtype=torch.float64))
+    assert torch.allclose(
+        kappa[adjacency], torch.full((n * (n - 1),), expected, dtype=torch.float64)
+    )
 
 
 # ---------------------------------------------------------------- flow
@@ -293,9 +326,15 @@ def test_g_ab_intra_edges_shrink_faster_than_inter_edges(method):
     lengths, adjacency, inter = g_ab(5, 3)
     intra = adjacency & ~inter
     for alpha, power in ((0.0, 0.0), (0.5, 2.0)):
-        res = ricci_flow(torch.tensor(lengths)[None], torch.tensor(adjacency)[None],
-                         iterations=10, alpha=alpha, exp_power=power, method=method,
-                         history=True)
+        res = ricci_flow(
+            torch.tensor(lengths)[None],
+            torch.tensor(adjacency)[None],
+            iterations=10,
+            alpha=alpha,
+            exp_power=power,
+            method=method,
+            history=True,
+        )
         w = res.history_lengths[:, 0].numpy()
         ratio = w[:, intra].mean(1) / w[:, inter].mean(1)
         assert ratio[-1] < 0.5 * ratio[0], (alpha, power, ratio)
@@ -306,8 +345,7 @@ def test_g_ab_intra_edges_shrink_faster_than_inter_edges(method):
 def test_exact_flow_matches_graphriccicurvature(tmp_path):
     lengths, adjacency = random_graphs(10, 6, 9, weighted=True, density=(0.2, 0.7))
     ref = run_peer(lengths, adjacency, tmp_path, mode="flow", iterations=5)
-    res = ricci_flow(torch.tensor(lengths), torch.tensor(adjacency), iterations=5,
-                     method="exact")
+    res = ricci_flow(torch.tensor(lengths), torch.tensor(adjacency), iterations=5, method="exact")
     assert np.array_equal(res.adjacency.numpy(), ref["adjacency"])
     np.testing.assert_allclose(res.lengths.numpy(), ref["lengths"], atol=1e-6)
     np.testing.assert_allclose(res.curvature.numpy(), ref["curvature"], atol=1e-6)
@@ -335,9 +373,14 @@ def test_bad_graphs_are_rejected(change, match):
             fn(lengths, adjacency)
 
 
-@pytest.mark.parametrize("kwargs, match", [(dict(alpha=1.5), "alpha"),
-                                           (dict(exp_power=-1.0), "exp_power"),
-                                           (dict(method="cvxpy"), "method")])
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        (dict(alpha=1.5), "alpha"),
+        (dict(exp_power=-1.0), "exp_power"),
+        (dict(method="cvxpy"), "method"),
+    ],
+)
 def test_bad_options_are_rejected(kwargs, match):
     adjacency = ~torch.eye(4, dtype=torch.bool).unsqueeze(0)
     with pytest.raises(ValueError, match=match):
@@ -347,8 +390,9 @@ def test_bad_options_are_rejected(kwargs, match):
 # ---------------------------------------------------------------- robustness
 
 
-def adversarial_graphs(seed: int, n: int, *, pieces: int, isolated: int, zero_share: float
-                       ) -> tuple[np.ndarray, np.ndarray]:
+def adversarial_graphs(
+    seed: int, n: int, *, pieces: int, isolated: int, zero_share: float
+) -> tuple[np.ndarray, np.ndarray]:
     """One graph: ``pieces`` random components, ``isolated`` edgeless nodes, lengths
     log-uniform in [1e-17, 1e3] with a share of exact zeros."""
     gen = np.random.default_rng(seed)
@@ -365,16 +409,24 @@ def adversarial_graphs(seed: int, n: int, *, pieces: int, isolated: int, zero_sh
 
 
 @settings(max_examples=20, deadline=None)
-@given(seed=st.integers(0, 2**16), n=st.integers(4, 14), pieces=st.integers(1, 3),
-       isolated=st.integers(0, 2), zero_share=st.sampled_from([0.0, 0.3]),
-       double=st.booleans(), method=st.sampled_from(["auto", "sinkhorn"]))
+@given(
+    seed=st.integers(0, 2**16),
+    n=st.integers(4, 14),
+    pieces=st.integers(1, 3),
+    isolated=st.integers(0, 2),
+    zero_share=st.sampled_from([0.0, 0.3]),
+    double=st.booleans(),
+    method=st.sampled_from(["auto", "sinkhorn"]),
+)
 # an edge of curvature -5.5e5 (a near-zero length beside long ones): float32 output rounds it
 # by ~0.03, so the bound is relative to each value's size as well
 @example(seed=160, n=12, pieces=1, isolated=0, zero_share=0.0, double=False, method="auto")
-def test_no_nan_on_components_isolated_nodes_and_extreme_lengths(seed, n, pieces, isolated,
-                                                                   zero_share, double, method):
-    lengths, adjacency = adversarial_graphs(seed, n, pieces=pieces, isolated=isolated,
-                                            zero_share=zero_share)
+def test_no_nan_on_components_isolated_nodes_and_extreme_lengths(
+    seed, n, pieces, isolated, zero_share, double, method
+):
+    lengths, adjacency = adversarial_graphs(
+        seed, n, pieces=pieces, isolated=isolated, zero_share=zero_share
+    )
     dtype = torch.float64 if double else torch.float32
     lt, at = torch.tensor(lengths, dtype=dtype), torch.tensor(adjacency)
     kappa = ollivier_ricci(lt, at, method=method)
@@ -406,9 +458,14 @@ def karate_two_components() -> tuple[torch.Tensor, torch.Tensor]:
     return torch.tensor(np.where(adjacency, lengths, 0.0)), torch.tensor(adjacency)
 
 
-@pytest.mark.parametrize("kwargs", [pytest.param(SINKHORN_ACCURACY, marks=pytest.mark.slow),
-                                    {"method": "sinkhorn"},
-                                    {"method": "sinkhorn", "accuracy": None}])
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        pytest.param(SINKHORN_ACCURACY, marks=pytest.mark.slow),
+        {"method": "sinkhorn"},
+        {"method": "sinkhorn", "accuracy": None},
+    ],
+)
 def test_flow_on_two_components_stays_finite(kwargs):
     lengths, adjacency = karate_two_components()
     with warnings.catch_warnings():
@@ -435,18 +492,19 @@ def test_uncertified_flow_warns_once_and_reports_not_converged():
     assert len(record) == 1 and not res.converged.any()
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        loose = ricci_flow(torch.tensor(lengths), torch.tensor(adjacency),
-                           **{**options, "tol": 10.0})
-        certified = ricci_flow(torch.tensor(lengths), torch.tensor(adjacency),
-                               **{**options, "accuracy": 1e-3})
+        loose = ricci_flow(
+            torch.tensor(lengths), torch.tensor(adjacency), **{**options, "tol": 10.0}
+        )
+        certified = ricci_flow(
+            torch.tensor(lengths), torch.tensor(adjacency), **{**options, "accuracy": 1e-3}
+        )
     assert loose.converged.all() and certified.converged.all()
 
 
 def test_exact_flow_tracks_exact_curvature_and_auto_is_exact():
     lengths, adjacency = random_graphs(12, 2, 15, weighted=True)
     auto = ricci_flow(torch.tensor(lengths), torch.tensor(adjacency), iterations=6)
-    exact = ricci_flow(torch.tensor(lengths), torch.tensor(adjacency), iterations=6,
-                       method="exact")
+    exact = ricci_flow(torch.tensor(lengths), torch.tensor(adjacency), iterations=6, method="exact")
     assert torch.equal(auto.lengths, exact.lengths) and auto.exact_solves.sum() > 0
 
 
@@ -454,8 +512,7 @@ def test_edge_mask_computes_a_subset():
     lengths, adjacency = random_graphs(13, 2, 10, weighted=True, density=(0.5, 0.8))
     lt, at = torch.tensor(lengths), torch.tensor(adjacency)
     full = ollivier_ricci(lt, at)
-    mask = torch.triu(at) & (torch.rand(at.shape, generator=torch.Generator().manual_seed(0))
-                             < 0.4)
+    mask = torch.triu(at) & (torch.rand(at.shape, generator=torch.Generator().manual_seed(0)) < 0.4)
     part = ollivier_ricci(lt, at, edge_mask=mask)
     chosen = mask | mask.transpose(1, 2)
     assert torch.equal(part[chosen], full[chosen]) and (part[~chosen] == 0).all()

@@ -36,8 +36,12 @@ def _problems(batch: int, n: int, m: int, seed: int, dtype: torch.dtype, sparse:
 
 
 def _emd(a, b, cost) -> np.ndarray:
-    return np.array([ot.emd2(a[k].double().numpy(), b[k].double().numpy(),
-                             cost[k].double().numpy()) for k in range(a.shape[0])])
+    return np.array(
+        [
+            ot.emd2(a[k].double().numpy(), b[k].double().numpy(), cost[k].double().numpy())
+            for k in range(a.shape[0])
+        ]
+    )
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -48,8 +52,9 @@ def test_sinkhorn_log_domain_matches_pot_sinkhorn(dtype):
     out = sinkhorn(a, b, cost, epsilon=0.2, max_iter=5000, tol=tol)
     assert out.converged.all() and out.cost.dtype == dtype
     for k in range(6):
-        plan = ot.sinkhorn(a64[k].numpy(), b64[k].numpy(), cost64[k].numpy(), 0.2,
-                           stopThr=1e-11, numItermax=20000)
+        plan = ot.sinkhorn(
+            a64[k].numpy(), b64[k].numpy(), cost64[k].numpy(), 0.2, stopThr=1e-11, numItermax=20000
+        )
         expected = float((plan * cost64[k].numpy()).sum())
         assert abs(float(out.cost[k]) - expected) < (1e-5 if dtype == torch.float32 else 1e-8)
 
@@ -69,8 +74,7 @@ def test_sinkhorn_small_epsilon_does_not_underflow_and_approaches_emd(dtype):
 def test_sinkhorn_broadcasts_one_cost_over_a_group():
     a, b, cost = _problems(4, 5, 5, seed=2, dtype=torch.float64)
     shared = cost[:1].unsqueeze(1)  # (1, 1, n, m) over a (1, 4, n) batch
-    out = sinkhorn(a.unsqueeze(0), b.unsqueeze(0), shared, epsilon=0.05, tol=1e-9,
-                   max_iter=10000)
+    out = sinkhorn(a.unsqueeze(0), b.unsqueeze(0), shared, epsilon=0.05, tol=1e-9, max_iter=10000)
     each = sinkhorn(a, b, cost[:1].expand(4, 5, 5), epsilon=0.05, tol=1e-9, max_iter=10000)
     torch.testing.assert_close(out.cost[0], each.cost)
 
@@ -94,8 +98,9 @@ def test_shared_cost_solver_warm_start_needs_fewer_iterations():
     a, b, cost = _problems(8, 6, 6, seed=4, dtype=torch.float64)
     a, b, cost = a.unsqueeze(0), b.unsqueeze(0), cost[:1]
     cold = sinkhorn_shared_cost(a, b, cost, epsilon=0.05, max_iter=5000, tol=1e-8)
-    warm = sinkhorn_shared_cost(a, b, cost, epsilon=0.05, max_iter=5000, tol=1e-8,
-                                init=(cold.f, cold.g))
+    warm = sinkhorn_shared_cost(
+        a, b, cost, epsilon=0.05, max_iter=5000, tol=1e-8, init=(cold.f, cold.g)
+    )
     assert cold.converged.all() and warm.converged.all()
     assert warm.iterations < cold.iterations
     torch.testing.assert_close(warm.cost, cold.cost)
@@ -118,8 +123,17 @@ def test_shared_cost_center_leaves_the_plan_and_doubles_the_range(dtype):
     # sources {0, 1}, targets {2, 3}: the diagonal plan costs 10, the even split 11
     a = torch.tensor([[[0.5, 0.5, 0.0, 0.0]]], dtype=dtype)
     b = torch.tensor([[[0.0, 0.0, 0.5, 0.5]]], dtype=dtype)
-    cost = torch.tensor([[[0.0, 2.0, 10.0, 12.0], [2.0, 0.0, 12.0, 10.0],
-                          [10.0, 12.0, 0.0, 2.0], [12.0, 10.0, 2.0, 0.0]]], dtype=dtype)
+    cost = torch.tensor(
+        [
+            [
+                [0.0, 2.0, 10.0, 12.0],
+                [2.0, 0.0, 12.0, 10.0],
+                [10.0, 12.0, 0.0, 2.0],
+                [12.0, 10.0, 2.0, 0.0],
+            ]
+        ],
+        dtype=dtype,
+    )
     moderate = sinkhorn_shared_cost(a, b, cost, epsilon=1.0, max_iter=500, tol=1e-6)
     centred = sinkhorn_shared_cost(a, b, cost, epsilon=1.0, max_iter=500, tol=1e-6, center=6.0)
     torch.testing.assert_close(centred.cost, moderate.cost)
@@ -142,8 +156,9 @@ def test_scaled_solver_converges_where_the_plain_one_does_not():
     cost = torch.minimum(cost, cost.transpose(1, 2)) * (1 - torch.eye(9, dtype=torch.float64))
     eps = torch.full((2,), 0.05, dtype=torch.float64)
     plain = sinkhorn_shared_cost(a, b, cost, epsilon=eps, max_iter=60_000, tol=1e-7)
-    scaled = sinkhorn_shared_cost_scaled(a, b, cost, epsilon=eps, start=torch.full((2,), 3.0),
-                                         max_iter=60_000, tol=1e-7, center=1.5)
+    scaled = sinkhorn_shared_cost_scaled(
+        a, b, cost, epsilon=eps, start=torch.full((2,), 3.0), max_iter=60_000, tol=1e-7, center=1.5
+    )
     assert scaled.converged.all() and not plain.converged.all()
     torch.testing.assert_close(scaled.cost, plain.cost, atol=1e-5, rtol=0)
     with pytest.raises(ValueError, match="factor"):
@@ -151,8 +166,7 @@ def test_scaled_solver_converges_where_the_plain_one_does_not():
 
 
 @settings(max_examples=20, deadline=None)
-@given(n=st.integers(1, 6), m=st.integers(1, 6), seed=st.integers(0, 2**16),
-       double=st.booleans())
+@given(n=st.integers(1, 6), m=st.integers(1, 6), seed=st.integers(0, 2**16), double=st.booleans())
 def test_sinkhorn_cost_is_within_the_entropic_gap_of_emd(n, m, seed, double):
     dtype = torch.float64 if double else torch.float32
     a, b, cost = _problems(3, n, m, seed=seed, dtype=dtype, sparse=True)
@@ -179,8 +193,9 @@ def test_sinkhorn_cost_is_within_the_entropic_gap_of_emd(n, m, seed, double):
     ],
 )
 def test_sinkhorn_rejects_bad_input(kwargs, match):
-    args = dict(a=torch.tensor([0.5, 0.5]), b=torch.tensor([0.5, 0.5]), cost=torch.ones(2, 2),
-                epsilon=0.1)
+    args = dict(
+        a=torch.tensor([0.5, 0.5]), b=torch.tensor([0.5, 0.5]), cost=torch.ones(2, 2), epsilon=0.1
+    )
     args.update(kwargs)
     with pytest.raises(ValueError, match=match):
         sinkhorn(args.pop("a"), args.pop("b"), args.pop("cost"), **args)
@@ -198,9 +213,14 @@ def test_shared_cost_solver_rejects_bad_shapes():
 
 
 @settings(max_examples=30, deadline=None)
-@given(seed=st.integers(0, 2**16), n=st.integers(1, 7), m=st.integers(1, 7),
-       eps=st.floats(1e-3, 1.0), iters=st.sampled_from([1, 5, 200]),
-       noise=st.sampled_from([0.0, 1.0, 50.0]))
+@given(
+    seed=st.integers(0, 2**16),
+    n=st.integers(1, 7),
+    m=st.integers(1, 7),
+    eps=st.floats(1e-3, 1.0),
+    iters=st.sampled_from([1, 5, 200]),
+    noise=st.sampled_from([0.0, 1.0, 50.0]),
+)
 def test_transport_bounds_bracket_the_exact_cost(seed, n, m, eps, iters, noise):
     a, b, cost = _problems(3, n, m, seed=seed, dtype=torch.float64, sparse=True)
     out = sinkhorn(a, b, cost, epsilon=eps, max_iter=iters, tol=0.0)
@@ -229,5 +249,8 @@ def test_emd_matches_pot_emd2_on_sparse_supports(dtype):
     got = emd(a, b, cost)
     assert got.dtype == dtype
     np.testing.assert_allclose(got.double().numpy(), _emd(a, b, cost), rtol=1e-6, atol=1e-7)
-    assert emd(torch.zeros(1, 3, dtype=dtype), torch.zeros(1, 3, dtype=dtype),
-               torch.ones(1, 3, 3, dtype=dtype)).tolist() == [0.0]
+    assert emd(
+        torch.zeros(1, 3, dtype=dtype),
+        torch.zeros(1, 3, dtype=dtype),
+        torch.ones(1, 3, 3, dtype=dtype),
+    ).tolist() == [0.0]

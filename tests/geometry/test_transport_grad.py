@@ -32,8 +32,9 @@ def test_sinkhorn_gradcheck(value, grad):
     eps = torch.tensor(0.3, dtype=F64, requires_grad=True)
 
     def f(xa, xb, cost, eps):
-        return sinkhorn_cost(xa.softmax(-1), xb.softmax(-1), cost, epsilon=eps, value=value,
-                             grad=grad, **TIGHT)
+        return sinkhorn_cost(
+            xa.softmax(-1), xb.softmax(-1), cost, epsilon=eps, value=value, grad=grad, **TIGHT
+        )
 
     assert torch.autograd.gradcheck(f, (xa, xb, cost, eps))
 
@@ -59,8 +60,15 @@ def test_implicit_matches_unrolled_at_convergence(value):
     for grad in ("implicit", "unrolled"):
         inputs = [t.clone().requires_grad_() for t in (xa, xb, cost)]
         eps = torch.tensor(0.2, dtype=F64, requires_grad=True)
-        out = sinkhorn_cost(inputs[0].softmax(-1), inputs[1].softmax(-1), inputs[2],
-                            epsilon=eps, value=value, grad=grad, **TIGHT)
+        out = sinkhorn_cost(
+            inputs[0].softmax(-1),
+            inputs[1].softmax(-1),
+            inputs[2],
+            epsilon=eps,
+            value=value,
+            grad=grad,
+            **TIGHT,
+        )
         (out * upstream).sum().backward()
         grads[grad] = [t.grad for t in (*inputs, eps)]
     for implicit, unrolled in zip(grads["implicit"], grads["unrolled"]):
@@ -76,29 +84,43 @@ def test_cost_gradient_is_exact_plan_at_small_epsilon():
         cost = gen.random((n, m))
         reference = ot.emd(a, b, cost)
         c = torch.tensor(cost, requires_grad=True)
-        sinkhorn_cost(torch.tensor(a), torch.tensor(b), c, epsilon=1e-3,
-                      tol=1e-12, max_iter=200_000).backward()
+        sinkhorn_cost(
+            torch.tensor(a), torch.tensor(b), c, epsilon=1e-3, tol=1e-12, max_iter=200_000
+        ).backward()
         assert np.abs(c.grad.numpy() - reference).max() < 1e-3
-        assert torch.autograd.grad(exact_transport(torch.tensor(a), torch.tensor(b), c), c)[
-            0].sub(torch.tensor(reference)).abs().max() < 1e-12
+        assert (
+            torch.autograd.grad(exact_transport(torch.tensor(a), torch.tensor(b), c), c)[0]
+            .sub(torch.tensor(reference))
+            .abs()
+            .max()
+            < 1e-12
+        )
 
 
 def test_exact_transport_value_and_gradcheck():
     xa, xb, cost = (t.requires_grad_() for t in problems(4))
     value = exact_transport(xa.softmax(-1), xb.softmax(-1), cost)
     for k in range(2):
-        expected = ot.emd2(xa[k].softmax(-1).detach().numpy(), xb[k].softmax(-1).detach().numpy(),
-                           cost[k].detach().numpy())
+        expected = ot.emd2(
+            xa[k].softmax(-1).detach().numpy(),
+            xb[k].softmax(-1).detach().numpy(),
+            cost[k].detach().numpy(),
+        )
         assert abs(float(value[k].detach()) - expected) < 1e-12
     assert torch.autograd.gradcheck(
-        lambda xa, xb, cost: exact_transport(xa.softmax(-1), xb.softmax(-1), cost),
-        (xa, xb, cost))
+        lambda xa, xb, cost: exact_transport(xa.softmax(-1), xb.softmax(-1), cost), (xa, xb, cost)
+    )
 
 
 @settings(max_examples=25, deadline=None)
-@given(seed=st.integers(0, 10_000), n=st.integers(2, 6), m=st.integers(2, 6),
-       eps=st.floats(0.05, 2.0), scale=st.sampled_from([1e-2, 1.0, 30.0]),
-       value=st.sampled_from(["regularized", "linear"]))
+@given(
+    seed=st.integers(0, 10_000),
+    n=st.integers(2, 6),
+    m=st.integers(2, 6),
+    eps=st.floats(0.05, 2.0),
+    scale=st.sampled_from([1e-2, 1.0, 30.0]),
+    value=st.sampled_from(["regularized", "linear"]),
+)
 def test_hypothesis_implicit_matches_unrolled(seed, n, m, eps, scale, value):
     gen = torch.Generator().manual_seed(seed)
     a = torch.rand(n, generator=gen, dtype=F64) + 1e-3
@@ -108,8 +130,16 @@ def test_hypothesis_implicit_matches_unrolled(seed, n, m, eps, scale, value):
     grads = []
     for grad in ("implicit", "unrolled"):
         c = cost.clone().requires_grad_()
-        out = sinkhorn_cost(a / a.sum(), b / b.sum(), c, epsilon=e, value=value, grad=grad,
-                            tol=1e-13, max_iter=50_000)
+        out = sinkhorn_cost(
+            a / a.sum(),
+            b / b.sum(),
+            c,
+            epsilon=e,
+            value=value,
+            grad=grad,
+            tol=1e-13,
+            max_iter=50_000,
+        )
         grads.append(torch.autograd.grad(out, c)[0])
     assert torch.isfinite(grads[0]).all()
     assert (grads[0] - grads[1]).abs().max() < 1e-5 * max(1.0, float(grads[1].abs().max()))
@@ -123,8 +153,9 @@ def test_bad_options_name_the_argument():
     with pytest.raises(ValueError, match="grad"):
         sinkhorn_cost(a, a, cost, epsilon=0.1, grad="envelope")
     with pytest.raises(ValueError, match="positive masses"):
-        sinkhorn_cost(torch.tensor([0.5, 0.5, 0.0], dtype=F64), a, cost, epsilon=0.1,
-                      grad="unrolled")
+        sinkhorn_cost(
+            torch.tensor([0.5, 0.5, 0.0], dtype=F64), a, cost, epsilon=0.1, grad="unrolled"
+        )
 
 
 @pytest.mark.parametrize("value", ["regularized", "linear"])

@@ -87,8 +87,11 @@ def test_pyterrier_transformer(reranker, case):
     from georag.integrations.pyterrier import GeoragTransformer
 
     frame = pd.DataFrame(
-        [{"qid": f"q{i}", "query": query, "docno": d, "text": t, "score": 0.0, "rank": r}
-         for i, (query, docs) in enumerate(case) for r, (d, t) in enumerate(docs)]
+        [
+            {"qid": f"q{i}", "query": query, "docno": d, "text": t, "score": 0.0, "rank": r}
+            for i, (query, docs) in enumerate(case)
+            for r, (d, t) in enumerate(docs)
+        ]
     )
     pipeline = pt.Transformer.from_df(frame) >> GeoragTransformer(reranker)
     out = pipeline(pd.DataFrame({"qid": ["q0", "q1"], "query": [q for q, _ in case]}))

@@ -82,8 +82,11 @@ def test_gradients_reach_only_the_projection(encoder):
 
 
 def test_vocab_table_follows_in_place_updates(encoder):
-    enc = HyTEEncoder(HyTEProjection(encoder.projection.embeddings, seed=1), encoder.tokenizer,
-                      model_path="all-MiniLM-L6-v2")
+    enc = HyTEEncoder(
+        HyTEProjection(encoder.projection.embeddings, seed=1),
+        encoder.tokenizer,
+        model_path="all-MiniLM-L6-v2",
+    )
     before = enc.encode(TEXTS[:1])
     with torch.no_grad():
         enc.projection.w2.weight.mul_(3.0)  # what an optimizer step does
@@ -93,8 +96,11 @@ def test_vocab_table_follows_in_place_updates(encoder):
 
 
 def test_save_load_round_trip_and_seeded_init(encoder, tmp_path):
-    again = HyTEEncoder(HyTEProjection(encoder.projection.embeddings, seed=0), encoder.tokenizer,
-                        model_path="all-MiniLM-L6-v2")
+    again = HyTEEncoder(
+        HyTEProjection(encoder.projection.embeddings, seed=0),
+        encoder.tokenizer,
+        model_path="all-MiniLM-L6-v2",
+    )
     assert again.projection.fingerprint() == encoder.projection.fingerprint()
     path = tmp_path / "proj.pt"
     encoder.save(path)
@@ -113,13 +119,17 @@ def test_any_bert_checkpoint_folder(encoder, tmp_path):
     from transformers import BertConfig, BertModel
 
     folder = tmp_path / "tiny-bert"
-    config = BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=1,
-                        num_attention_heads=2, intermediate_size=64)
+    config = BertConfig(
+        vocab_size=30522,
+        hidden_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=64,
+    )
     torch.manual_seed(0)
     BertModel(config).save_pretrained(folder)
     source = resolve_model_path("all-MiniLM-L6-v2")
-    for name in ("vocab.txt", "tokenizer.json", "tokenizer_config.json",
-                 "special_tokens_map.json"):
+    for name in ("vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
         shutil.copy(f"{source}/{name}", folder / name)
     tiny = HyTEEncoder.from_pretrained(folder, hidden=16)
     points = tiny.encode(TEXTS)

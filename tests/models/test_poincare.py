@@ -25,7 +25,7 @@ def test_huge_inputs_are_clipped_inside_the_ball():
     with torch.no_grad():
         head.mlp[2].weight.mul_(1e4)
     x = head(torch.randn(100, 8, dtype=torch.float32))
-    assert torch.isfinite(x).all() and (x.norm(dim=1) * 2 ** 0.5 < 1).all()
+    assert torch.isfinite(x).all() and (x.norm(dim=1) * 2**0.5 < 1).all()
     assert torch.isfinite(head.radius(torch.randn(5, 8))).all()
     far = fixed_projection(torch.randn(10, 3) * 1e3)
     assert (far.norm(dim=1) < 1).all()
@@ -48,13 +48,16 @@ def test_target_radius_ranks_generic_to_the_centre():
     assert r[4] < r[2] < r[0]
 
 
-@pytest.mark.parametrize("call, match", [
-    (lambda: PoincareHead(4, 2, 3)(torch.randn(2, 5)), "dimension 4"),
-    (lambda: fixed_projection(torch.full((2, 2), float("nan"))), "NaN"),
-    (lambda: fixed_projection(torch.ones(2, 2), scale=0), "positive"),
-    (lambda: generality_target_radius(torch.ones(2, 2)), r"shape \(N,\)"),
-    (lambda: PoincareHead(4, 2, 3, max_norm=1.5), "max_norm"),
-])
+@pytest.mark.parametrize(
+    "call, match",
+    [
+        (lambda: PoincareHead(4, 2, 3)(torch.randn(2, 5)), "dimension 4"),
+        (lambda: fixed_projection(torch.full((2, 2), float("nan"))), "NaN"),
+        (lambda: fixed_projection(torch.ones(2, 2), scale=0), "positive"),
+        (lambda: generality_target_radius(torch.ones(2, 2)), r"shape \(N,\)"),
+        (lambda: PoincareHead(4, 2, 3, max_norm=1.5), "max_norm"),
+    ],
+)
 def test_bad_input(call, match):
     with pytest.raises(ValueError, match=match):
         call()

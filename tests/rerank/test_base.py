@@ -121,15 +121,21 @@ def test_derived_batches_equal_checked_ones_and_skip_the_checks(monkeypatch):
     batch = make_batch(b=3)
     calls = []
     check = CandidateBatch.__post_init__
-    monkeypatch.setattr(CandidateBatch, "__post_init__",
-                        lambda self: calls.append(1) or check(self))
+    monkeypatch.setattr(
+        CandidateBatch, "__post_init__", lambda self: calls.append(1) or check(self)
+    )
     keep = torch.tensor([[True, False, True, True]] * 3)
     derived = [batch.slice(1, 3), batch.restrict(keep), batch.to("cpu")]
     assert calls == []  # validated once, when the batch was built
     rebuilt = [
-        CandidateBatch(query=batch.query[1:3], cands=batch.cands[1:3], scores=batch.scores[1:3],
-                       mask=batch.mask[1:3], query_ids=batch.query_ids[1:3],
-                       doc_ids=batch.doc_ids[1:3]),
+        CandidateBatch(
+            query=batch.query[1:3],
+            cands=batch.cands[1:3],
+            scores=batch.scores[1:3],
+            mask=batch.mask[1:3],
+            query_ids=batch.query_ids[1:3],
+            doc_ids=batch.doc_ids[1:3],
+        ),
         CandidateBatch(**(batch.__dict__ | {"mask": batch.mask & keep})),
         CandidateBatch(**batch.__dict__),
     ]

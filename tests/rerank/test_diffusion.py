@@ -21,8 +21,9 @@ def reference(batch: CandidateBatch, cfg: DiffusionConfig) -> list[dict[int, flo
     out = []
     for b in range(batch.batch_size):
         pool, emb = top_pool(batch, b, cfg.top_m)
-        ranks = networkx_diffusion(emb, batch.scores[b].numpy()[pool], damping=cfg.damping,
-                                   top_k=cfg.top_k)
+        ranks = networkx_diffusion(
+            emb, batch.scores[b].numpy()[pool], damping=cfg.damping, top_k=cfg.top_k
+        )
         out.append({int(pool[i]): r for i, r in ranks.items()})
     return out
 
@@ -89,4 +90,3 @@ def test_deterministic_and_pure():
     first, second = DiffusionReranker()(batch), DiffusionReranker()(batch)
     assert torch.equal(first.scores, second.scores) and torch.equal(first.keep, second.keep)
     assert torch.equal(before[0], batch.cands) and torch.equal(before[1], batch.scores)
-

@@ -77,14 +77,22 @@ def reranker() -> HyTEReranker:
 def test_reranker_on_a_candidate_batch(reranker):
     assert isinstance(reranker, Reranker) and reranker.name == "hyte_rescore"
     queries = ["dogs and cats", "tree embeddings"]
-    cands = [["cats are pets", "dogs bark", "stock markets", ""],
-             ["hyperbolic trees", "taxonomies", "dogs", "pets"]]
+    cands = [
+        ["cats are pets", "dogs bark", "stock markets", ""],
+        ["hyperbolic trees", "taxonomies", "dogs", "pets"],
+    ]
     mask = torch.tensor([[True, True, True, False], [True, True, True, True]])
     scores = torch.tensor([[3.0, 2.0, 0.5, 0.0], [1.0, 4.0, 0.1, 0.2]])
     batch = CandidateBatch(
-        query=torch.zeros(2, 8), cands=torch.zeros(2, 4, 8), scores=scores.clone(), mask=mask,
-        query_ids=["q1", "q2"], doc_ids=[["a", "b", "c", ""], ["d", "e", "f", "g"]],
-        query_texts=queries, cand_texts=cands)
+        query=torch.zeros(2, 8),
+        cands=torch.zeros(2, 4, 8),
+        scores=scores.clone(),
+        mask=mask,
+        query_ids=["q1", "q2"],
+        doc_ids=[["a", "b", "c", ""], ["d", "e", "f", "g"]],
+        query_texts=queries,
+        cand_texts=cands,
+    )
     result = reranker(batch)
     enc: HyTEEncoder = reranker.encoder
     q = enc.encode(queries)
@@ -96,8 +104,14 @@ def test_reranker_on_a_candidate_batch(reranker):
         torch.testing.assert_close(result.scores[i, real], ref)
     assert torch.isneginf(result.scores[0, 3]) and torch.equal(result.keep, mask)
     assert torch.equal(batch.scores, scores)  # input untouched
-    no_texts = CandidateBatch(query=batch.query, cands=batch.cands, scores=scores, mask=mask,
-                              query_ids=batch.query_ids, doc_ids=batch.doc_ids)
+    no_texts = CandidateBatch(
+        query=batch.query,
+        cands=batch.cands,
+        scores=scores,
+        mask=mask,
+        query_ids=batch.query_ids,
+        doc_ids=batch.doc_ids,
+    )
     with pytest.raises(ValueError, match="needs query_texts and cand_texts"):
         reranker(no_texts)
     # top_m: only the best top_m candidates by first-stage score are rescored and kept
@@ -116,11 +130,28 @@ def test_retriever_is_bm25_top_m_then_lorentz(tmp_path):
     from georag.rerank.registry import is_retriever, make_reranker
     from georag.retrieval.lorentz_index import LorentzIndex
 
-    docs = {f"d{i}": text for i, text in enumerate([
-        "cats are small pets", "dogs bark at night", "stock markets fell", "hyperbolic trees",
-        "taxonomies are trees", "pets need food", "night skies and stars", "markets and trade"])}
-    corpus = Corpus(list(docs), [""] * len(docs), list(docs.values()), torch.zeros(len(docs), 4),
-                    cache_dir=str(tmp_path))
+    docs = {
+        f"d{i}": text
+        for i, text in enumerate(
+            [
+                "cats are small pets",
+                "dogs bark at night",
+                "stock markets fell",
+                "hyperbolic trees",
+                "taxonomies are trees",
+                "pets need food",
+                "night skies and stars",
+                "markets and trade",
+            ]
+        )
+    }
+    corpus = Corpus(
+        list(docs),
+        [""] * len(docs),
+        list(docs.values()),
+        torch.zeros(len(docs), 4),
+        cache_dir=str(tmp_path),
+    )
     method = make_reranker("hyte", top_m=3)
     assert is_retriever(method) and method.name == "hyte"
     method.fit(corpus)

@@ -29,8 +29,9 @@ def corpus():
     gen = torch.Generator().manual_seed(0)
     emb = torch.nn.functional.normalize(torch.randn(N, D, generator=gen), dim=1)
     titles = [f"Title{i}" for i in range(N)]
-    texts = [f"passage {i} mentions title{(3 * i) % N} and Big Entity{i % 4} here"
-             for i in range(N)]
+    texts = [
+        f"passage {i} mentions title{(3 * i) % N} and Big Entity{i % 4} here" for i in range(N)
+    ]
     graph = build_passage_graph(emb, titles, texts)
     radius = 0.5 + torch.rand(N, generator=gen) * 2
     queries = torch.nn.functional.normalize(torch.randn(6, D, generator=gen), dim=1)
@@ -40,8 +41,9 @@ def corpus():
 def _nx_graph(w: np.ndarray) -> nx.Graph:
     g = nx.Graph()
     g.add_nodes_from(range(w.shape[0]))
-    g.add_weighted_edges_from((i, j, w[i, j]) for i in range(len(w)) for j in range(i + 1, len(w))
-                              if w[i, j] > 0)
+    g.add_weighted_edges_from(
+        (i, j, w[i, j]) for i in range(len(w)) for j in range(i + 1, len(w)) if w[i, j] > 0
+    )
     return g
 
 
@@ -86,8 +88,9 @@ def test_pruning_removes_exactly_the_rule_edges_and_ppr_matches_networkx(corpus,
         p = {i: t.personalization[b, i].item() for i in range(m)}
         ref = nx.pagerank(g, alpha=0.5, personalization=p, tol=1e-12, max_iter=1000)
         tol = 1e-5 if dtype == torch.float32 else 1e-8
-        np.testing.assert_allclose(t.ppr[b, :m].double().numpy(), [ref[i] for i in range(m)],
-                                   atol=tol)
+        np.testing.assert_allclose(
+            t.ppr[b, :m].double().numpy(), [ref[i] for i in range(m)], atol=tol
+        )
         assert (t.ppr[b, m:] == 0).all()
 
 
@@ -112,7 +115,7 @@ def test_batched_equals_one_at_a_time_and_is_deterministic(corpus):
     again = model.search(queries, top_k=5)
     assert torch.equal(batch.indices, again.indices) and torch.equal(batch.scores, again.scores)
     for b in range(queries.shape[0]):
-        one = model.search(queries[b:b + 1], top_k=5)
+        one = model.search(queries[b : b + 1], top_k=5)
         assert one.indices[0].tolist() == batch.indices[b].tolist()
         torch.testing.assert_close(one.scores[0], batch.scores[b])
 
@@ -147,18 +150,25 @@ def test_empty_graph_after_pruning_falls_back_to_the_seeds(corpus):
 def test_global_ppr_matches_networkx(corpus):
     emb, graph, radius, queries = corpus
     model = GlobalPPR(GlobalPPRConfig(num_seeds=3, tol=1e-12, max_iter=1000)).fit_graph(
-        emb.double(), graph)
+        emb.double(), graph
+    )
     out = model.search(queries.double(), top_k=N)
     dense = graph.to_csr(graph.edge_weight(topo_weight=0.5)).to_dense().double().numpy()
     g = _nx_graph(dense)
     sim = queries.double() @ emb.double().T
     for b in range(queries.shape[0]):
         seeds = sim[b].topk(3).indices.tolist()
-        ref = nx.pagerank(g, alpha=0.5, personalization={s: sim[b, s].item() for s in seeds},
-                          tol=1e-12, max_iter=1000)
+        ref = nx.pagerank(
+            g,
+            alpha=0.5,
+            personalization={s: sim[b, s].item() for s in seeds},
+            tol=1e-12,
+            max_iter=1000,
+        )
         got = dict(zip(out.indices[b].tolist(), out.scores[b].tolist()))
-        np.testing.assert_allclose([got[i] for i in range(N)], [ref[i] for i in range(N)],
-                                   atol=1e-9)
+        np.testing.assert_allclose(
+            [got[i] for i in range(N)], [ref[i] for i in range(N)], atol=1e-9
+        )
 
 
 def test_dense_baseline_and_run(corpus):
@@ -215,4 +225,3 @@ def test_bad_input(corpus):
         IsoRag().fit_graph(emb, graph, radius).search(torch.full((1, D), float("nan")))
     with pytest.raises(ValueError, match="embeddings must have shape"):
         IsoRag().fit_graph(emb[:5], graph, radius)
-

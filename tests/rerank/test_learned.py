@@ -11,8 +11,11 @@ from georag.models.knobs import EmbeddingMap, Interval, Positive
 from georag.rerank.learned_diffusion import LearnedDiffusionConfig, safe_power
 from georag.rerank.registry import make_method, make_reranker
 
-PAIRS = [("diffusion", "learned_diffusion"), ("maniscope", "learned_maniscope"),
-         ("ricci", "learned_ricci")]
+PAIRS = [
+    ("diffusion", "learned_diffusion"),
+    ("maniscope", "learned_maniscope"),
+    ("ricci", "learned_ricci"),
+]
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
@@ -32,38 +35,54 @@ def test_untrained_equals_fixed(dtype, fixed, learned, embedding_map):
 def test_learned_map_untrained_is_the_cosine():
     batch = random_batch(np.random.default_rng(1), 3, 20, 8, padded=[(0, 5)], unit=True)
     got = make_reranker("learned_map", {"learned_map": {"dim": 8}})(batch)
-    torch.testing.assert_close(got.scores[batch.mask], batch.scores[batch.mask], atol=1e-12,
-                               rtol=0)
+    torch.testing.assert_close(got.scores[batch.mask], batch.scores[batch.mask], atol=1e-12, rtol=0)
 
 
-@pytest.mark.parametrize("learned", ["learned_diffusion", "learned_maniscope", "learned_map",
-                                     "learned_ricci"])
+@pytest.mark.parametrize(
+    "learned", ["learned_diffusion", "learned_maniscope", "learned_map", "learned_ricci"]
+)
 def test_every_parameter_gets_a_finite_gradient(learned):
-    batch = random_batch(np.random.default_rng(2), 4, 30, 8, dtype=torch.float64,
-                         padded=[(1, 20)], unit=True, shuffle=True)
+    batch = random_batch(
+        np.random.default_rng(2),
+        4,
+        30,
+        8,
+        dtype=torch.float64,
+        padded=[(1, 20)],
+        unit=True,
+        shuffle=True,
+    )
     options = {"dim": 8} if learned == "learned_map" else {"dim": 8, "embedding_map": True}
     if learned == "learned_ricci":  # at length_power 0 the embeddings do not reach the flow
         options["length_power"] = 0.5
     reranker = make_method(learned, options).double().train()
     scores, ranked = reranker.score(batch)
-    target = torch.randn(scores.shape, dtype=torch.float64, generator=torch.Generator()
-                         .manual_seed(0))
+    target = torch.randn(
+        scores.shape, dtype=torch.float64, generator=torch.Generator().manual_seed(0)
+    )
     torch.where(ranked, scores * target, 0.0).sum().backward()
     for name, param in reranker.named_parameters():
         assert param.grad is not None and torch.isfinite(param.grad).all(), name
         assert param.grad.abs().max() > 0, name
 
 
-@pytest.mark.parametrize("learned,knob", [("learned_diffusion", "damping"),
-                                          ("learned_diffusion", "edge_power"),
-                                          ("learned_diffusion", "teleport_power"),
-                                          ("learned_maniscope", "alpha"),
-                                          ("learned_maniscope", "length_scale")])
+@pytest.mark.parametrize(
+    "learned,knob",
+    [
+        ("learned_diffusion", "damping"),
+        ("learned_diffusion", "edge_power"),
+        ("learned_diffusion", "teleport_power"),
+        ("learned_maniscope", "alpha"),
+        ("learned_maniscope", "length_scale"),
+    ],
+)
 def test_knob_gradient_matches_finite_differences(learned, knob):
-    batch = random_batch(np.random.default_rng(3), 3, 25, 6, dtype=torch.float64, unit=True,
-                         shuffle=True)
-    reranker = make_method(learned, {"dim": 6, "tol": 1e-13} if
-                           learned == "learned_diffusion" else {"dim": 6}).train()
+    batch = random_batch(
+        np.random.default_rng(3), 3, 25, 6, dtype=torch.float64, unit=True, shuffle=True
+    )
+    reranker = make_method(
+        learned, {"dim": 6, "tol": 1e-13} if learned == "learned_diffusion" else {"dim": 6}
+    ).train()
     weight = torch.randn(3, 25, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
 
     def loss() -> torch.Tensor:
@@ -71,7 +90,7 @@ def test_knob_gradient_matches_finite_differences(learned, knob):
         return torch.where(ranked, scores * weight, 0.0).sum()
 
     raw = getattr(reranker, knob).raw
-    grad, = torch.autograd.grad(loss(), raw)
+    (grad,) = torch.autograd.grad(loss(), raw)
     h = 1e-6
     with torch.no_grad():
         raw += h
@@ -102,8 +121,9 @@ def test_safe_power_is_exact_at_one_and_zero_safe():
     y.sum().backward()
     assert torch.isfinite(x.grad).all() and torch.isfinite(power.grad)
     assert x.grad[0] == 0
-    torch.testing.assert_close(safe_power(x.detach(), torch.tensor(2.5, dtype=torch.float64)),
-                               x.detach() ** 2.5)
+    torch.testing.assert_close(
+        safe_power(x.detach(), torch.tensor(2.5, dtype=torch.float64)), x.detach() ** 2.5
+    )
 
 
 def test_embedding_map_starts_at_identity():
@@ -113,8 +133,9 @@ def test_embedding_map_starts_at_identity():
         EmbeddingMap(7)(torch.randn(3, 4))
 
 
-@pytest.mark.parametrize("learned", ["learned_diffusion", "learned_maniscope", "learned_map",
-                                     "learned_ricci"])
+@pytest.mark.parametrize(
+    "learned", ["learned_diffusion", "learned_maniscope", "learned_map", "learned_ricci"]
+)
 def test_saved_weights_load_through_the_registry(tmp_path, learned):
     batch = random_batch(np.random.default_rng(4), 3, 30, 8, unit=True, shuffle=True)
     options = {"dim": 8} if learned == "learned_map" else {"dim": 8, "embedding_map": True}

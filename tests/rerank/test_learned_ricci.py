@@ -46,8 +46,11 @@ def test_options_reach_the_fixed_method():
 
 def test_training_gradients_reach_every_knob():
     batch = random_batch(np.random.default_rng(1), 3, 12, 8)
-    learned = LearnedRicci(LearnedRicciConfig(embedding_map=True, dim=8, iterations=3,
-                                              geometry_weight=0.1, length_power=0.5))
+    learned = LearnedRicci(
+        LearnedRicciConfig(
+            embedding_map=True, dim=8, iterations=3, geometry_weight=0.1, length_power=0.5
+        )
+    )
     learned.train()
     scores, ranked = learned.score(batch)
     assert ranked.sum() == 3 * 12  # every pooled candidate is ranked in training
@@ -62,8 +65,9 @@ def test_checkpointed_training_gives_the_same_gradients():
     batch = random_batch(np.random.default_rng(2), 2, 10, 6)
     grads = []
     for checkpoint in (False, True):
-        learned = LearnedRicci(LearnedRicciConfig(iterations=3, dim=6, checkpoint=checkpoint,
-                                                  geometry_weight=0.2))
+        learned = LearnedRicci(
+            LearnedRicciConfig(iterations=3, dim=6, checkpoint=checkpoint, geometry_weight=0.2)
+        )
         learned.train()
         scores, ranked = learned.score(batch)
         torch.where(ranked, scores, 0.0).sum().backward()
@@ -80,8 +84,7 @@ def test_bad_config_names_the_argument():
 
 def test_float32_training_gradients_are_finite_with_duplicates():
     """Duplicate candidates (r = 0) and padded edges in float32: no NaN in the gradients."""
-    batch = random_batch(np.random.default_rng(3), 4, 16, 8, dtype=torch.float32,
-                         padded=[(2, 5)])
+    batch = random_batch(np.random.default_rng(3), 4, 16, 8, dtype=torch.float32, padded=[(2, 5)])
     batch.cands[:, 1] = batch.cands[:, 0]
     batch.cands[:, 3] = batch.cands[:, 0]
     learned = LearnedRicci(LearnedRicciConfig(dim=8, iterations=4, length_power=0.3))

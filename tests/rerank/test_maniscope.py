@@ -154,4 +154,3 @@ def test_deterministic_and_pure():
     first, second = Maniscope()(batch), Maniscope()(batch)
     assert torch.equal(first.scores, second.scores) and torch.equal(first.keep, second.keep)
     assert torch.equal(before, batch.cands)
-

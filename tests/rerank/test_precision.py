@@ -13,15 +13,20 @@ from georag.rerank.registry import make_reranker
 
 
 def _cast(batch, dtype):
-    return replace(batch, query=batch.query.to(dtype), cands=batch.cands.to(dtype),
-                   scores=batch.scores.to(dtype))
+    return replace(
+        batch,
+        query=batch.query.to(dtype),
+        cands=batch.cands.to(dtype),
+        scores=batch.scores.to(dtype),
+    )
 
 
 @pytest.mark.parametrize("method", ["diffusion", "maniscope", "ricci", "none"])
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 def test_half_inputs_equal_float32_on_the_same_values(method, dtype):
-    half = _cast(random_batch(np.random.default_rng(3), 3, 12, 16, unit=True,
-                              padded=[(1, 7)]), dtype)
+    half = _cast(
+        random_batch(np.random.default_rng(3), 3, 12, 16, unit=True, padded=[(1, 7)]), dtype
+    )
     reranker = make_reranker(method)
     got = reranker(half)
     want = reranker(_cast(half, torch.float32))  # the same (rounded) values in float32

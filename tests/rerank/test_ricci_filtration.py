@@ -19,8 +19,9 @@ from georag.rerank.ricci_filtration import RicciFiltration, RicciFiltrationConfi
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def clustered_batch(b: int = 4, m: int = 20, d: int = 16, *, seed: int = 0,
-                    dtype: torch.dtype = torch.float32) -> CandidateBatch:
+def clustered_batch(
+    b: int = 4, m: int = 20, d: int = 16, *, seed: int = 0, dtype: torch.dtype = torch.float32
+) -> CandidateBatch:
     """Queries with a relevant cluster around them and a far cluster of distractors."""
     gen = torch.Generator().manual_seed(seed)
     query = torch.randn(b, d, generator=gen, dtype=torch.float64)
@@ -32,7 +33,10 @@ def clustered_batch(b: int = 4, m: int = 20, d: int = 16, *, seed: int = 0,
     query = query.to(dtype)
     scores = torch.nn.functional.cosine_similarity(cands, query.unsqueeze(1), dim=2)
     return CandidateBatch(
-        query=query, cands=cands, scores=scores, mask=torch.ones(b, m, dtype=torch.bool),
+        query=query,
+        cands=cands,
+        scores=scores,
+        mask=torch.ones(b, m, dtype=torch.bool),
         query_ids=[f"q{i}" for i in range(b)],
         doc_ids=[[f"d{i}_{j}" for j in range(m)] for i in range(b)],
         query_texts=[f"query {i}" for i in range(b)],
@@ -43,7 +47,13 @@ def clustered_batch(b: int = 4, m: int = 20, d: int = 16, *, seed: int = 0,
 def test_config_matches_the_paper():
     cfg = RicciFiltrationConfig()
     assert (cfg.top_m, cfg.quantile, cfg.iterations, cfg.alpha, cfg.exp_power, cfg.eta) == (
-        20, 0.5, 20, 0.5, 2.0, 1.0)
+        20,
+        0.5,
+        20,
+        0.5,
+        2.0,
+        1.0,
+    )
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
@@ -53,11 +63,24 @@ def test_filter_follows_the_geometry_step_by_step(dtype):
     result = RicciFiltration()(batch)
     # by hand: nodes = query + candidates in first-stage order
     order = torch.argsort(batch.scores, dim=1, descending=True, stable=True)
-    nodes = torch.cat([batch.query.unsqueeze(1),
-                       torch.gather(batch.cands, 1, order.unsqueeze(2).expand(-1, -1, 16))], 1)
+    nodes = torch.cat(
+        [
+            batch.query.unsqueeze(1),
+            torch.gather(batch.cands, 1, order.unsqueeze(2).expand(-1, -1, 16)),
+        ],
+        1,
+    )
     adjacency = threshold_graph(cosine_dissimilarity(nodes), quantile=0.5, force_node=0)
-    flow = ricci_flow(adjacency.to(dtype), adjacency, iterations=20, method="sinkhorn",
-                      epsilon=0.1, max_iter=50, tol=1e-3, accuracy=None)
+    flow = ricci_flow(
+        adjacency.to(dtype),
+        adjacency,
+        iterations=20,
+        method="sinkhorn",
+        epsilon=0.1,
+        max_iter=50,
+        tol=1e-3,
+        accuracy=None,
+    )
     expected = torch.zeros_like(batch.mask).scatter(1, order, flow.lengths[:, 0, 1:] <= 1 + 1e-5)
     assert torch.equal(out.keep, expected) and torch.equal(result.keep, expected)
     assert torch.equal(out.slots, order)
@@ -82,17 +105,28 @@ def test_padded_candidates_are_isolated_and_never_kept():
     cands = full.cands.clone()
     cands[0, 8:] = 0.0  # padding may hold zero vectors
     scores = full.scores.masked_fill(~mask, 0.0)
-    padded = CandidateBatch(query=full.query, cands=cands, scores=scores, mask=mask,
-                            query_ids=full.query_ids, doc_ids=full.doc_ids)
+    padded = CandidateBatch(
+        query=full.query,
+        cands=cands,
+        scores=scores,
+        mask=mask,
+        query_ids=full.query_ids,
+        doc_ids=full.doc_ids,
+    )
     out = RicciFiltration().filtrate(padded)
     assert not out.keep[0, 8:].any()
     assert torch.isnan(out.query_lengths[0, 8:]).all()
     nodes_of_padding = 1 + torch.nonzero(~torch.gather(mask[0], 0, out.slots[0])).squeeze(1)
     assert not out.flow.adjacency[0, nodes_of_padding].any()
     # the real candidates of row 0 are filtered exactly as without the padding
-    alone = CandidateBatch(query=full.query[:1], cands=full.cands[:1, :8],
-                           scores=full.scores[:1, :8], mask=full.mask[:1, :8],
-                           query_ids=full.query_ids[:1], doc_ids=[full.doc_ids[0][:8]])
+    alone = CandidateBatch(
+        query=full.query[:1],
+        cands=full.cands[:1, :8],
+        scores=full.scores[:1, :8],
+        mask=full.mask[:1, :8],
+        query_ids=full.query_ids[:1],
+        doc_ids=[full.doc_ids[0][:8]],
+    )
     assert torch.equal(RicciFiltration()(alone).keep[0], out.keep[0, :8])
 
 
@@ -108,23 +142,40 @@ def test_tiny_candidate_lists():
     mask = batch.mask.clone()
     mask[0, 1:] = False  # one real candidate: a 2-node graph, nothing to separate
     mask[1, :] = False  # no candidate at all
-    tiny = CandidateBatch(query=batch.query, cands=batch.cands, scores=batch.scores, mask=mask,
-                          query_ids=batch.query_ids, doc_ids=batch.doc_ids)
+    tiny = CandidateBatch(
+        query=batch.query,
+        cands=batch.cands,
+        scores=batch.scores,
+        mask=mask,
+        query_ids=batch.query_ids,
+        doc_ids=batch.doc_ids,
+    )
     keep = RicciFiltration()(tiny).keep
     assert keep[0].tolist() == [True, False, False, False]
     assert not keep[1].any()
     with pytest.raises(ValueError, match="M >= 2"):
-        RicciFiltration()(CandidateBatch(
-            query=batch.query, cands=batch.cands[:, :1], scores=batch.scores[:, :1],
-            mask=batch.mask[:, :1], query_ids=batch.query_ids,
-            doc_ids=[row[:1] for row in batch.doc_ids]))
+        RicciFiltration()(
+            CandidateBatch(
+                query=batch.query,
+                cands=batch.cands[:, :1],
+                scores=batch.scores[:, :1],
+                mask=batch.mask[:, :1],
+                query_ids=batch.query_ids,
+                doc_ids=[row[:1] for row in batch.doc_ids],
+            )
+        )
 
 
 def test_identical_embeddings_keep_everything():
     batch = clustered_batch(b=2, m=8, seed=5)
-    same = CandidateBatch(query=torch.ones(2, 16), cands=torch.ones(2, 8, 16),
-                          scores=torch.ones(2, 8), mask=batch.mask, query_ids=batch.query_ids,
-                          doc_ids=batch.doc_ids)
+    same = CandidateBatch(
+        query=torch.ones(2, 16),
+        cands=torch.ones(2, 8, 16),
+        scores=torch.ones(2, 8),
+        mask=batch.mask,
+        query_ids=batch.query_ids,
+        doc_ids=batch.doc_ids,
+    )
     out = RicciFiltration().filtrate(same)
     assert out.keep.all()
     assert torch.allclose(out.query_lengths, torch.ones(2, 8))
@@ -134,14 +185,26 @@ def test_zero_and_nan_vectors_are_rejected():
     batch = clustered_batch(b=2, m=6, seed=6)
     cands = batch.cands.clone()
     cands[1, 2] = 0.0
-    zero = CandidateBatch(query=batch.query, cands=cands, scores=batch.scores, mask=batch.mask,
-                          query_ids=batch.query_ids, doc_ids=batch.doc_ids)
+    zero = CandidateBatch(
+        query=batch.query,
+        cands=cands,
+        scores=batch.scores,
+        mask=batch.mask,
+        query_ids=batch.query_ids,
+        doc_ids=batch.doc_ids,
+    )
     with pytest.raises(ValueError, match="zero vectors"):
         RicciFiltration()(zero)
     cands[1, 2] = torch.nan
     with pytest.raises(ValueError, match="non-finite"):
-        CandidateBatch(query=batch.query, cands=cands, scores=batch.scores, mask=batch.mask,
-                       query_ids=batch.query_ids, doc_ids=batch.doc_ids)
+        CandidateBatch(
+            query=batch.query,
+            cands=cands,
+            scores=batch.scores,
+            mask=batch.mask,
+            query_ids=batch.query_ids,
+            doc_ids=batch.doc_ids,
+        )
 
 
 def test_bad_config_is_rejected():
@@ -197,8 +260,14 @@ def test_bi_encoder_scores_cosine_and_encodes_the_kept_set_only():
     c = encoder.encode(["doc 0 2"])
     assert torch.allclose(result.scores[0, 2], (q[0] * c[0]).sum())
     assert torch.equal(result.keep, keep) and torch.isinf(result.scores[~keep]).all()
-    no_text = CandidateBatch(query=batch.query, cands=batch.cands, scores=batch.scores,
-                             mask=batch.mask, query_ids=batch.query_ids, doc_ids=batch.doc_ids)
+    no_text = CandidateBatch(
+        query=batch.query,
+        cands=batch.cands,
+        scores=batch.scores,
+        mask=batch.mask,
+        query_ids=batch.query_ids,
+        doc_ids=batch.doc_ids,
+    )
     with pytest.raises(ValueError, match="texts"):
         BiEncoderReranker(uncached, encoder=encoder)(no_text)
     with pytest.raises(ValueError, match="batch_size"):
@@ -219,9 +288,19 @@ def test_kept_set_matches_graphriccicurvature(tmp_path):
     out = RicciFiltration(RicciFiltrationConfig(top_m=12)).filtrate(batch)
     adjacency = out.flow.adjacency.numpy()
     np.savez(tmp_path / "g.npz", lengths=adjacency.astype(float), adjacency=adjacency)
-    subprocess.run([str(peer), str(ROOT / "scripts" / "ricci_reference.py"),
-                    str(tmp_path / "g.npz"), str(tmp_path / "r.npz"), "--mode", "flow"],
-                   check=True, capture_output=True, timeout=600)
+    subprocess.run(
+        [
+            str(peer),
+            str(ROOT / "scripts" / "ricci_reference.py"),
+            str(tmp_path / "g.npz"),
+            str(tmp_path / "r.npz"),
+            "--mode",
+            "flow",
+        ],
+        check=True,
+        capture_output=True,
+        timeout=600,
+    )
     ref = np.load(tmp_path / "r.npz")["lengths"][:, 0, 1:] <= 1 + 1e-5
     ours = out.flow.lengths[:, 0, 1:].numpy() <= 1 + 1e-5
     assert (ref == ours).mean() >= 0.95

@@ -86,8 +86,9 @@ def test_append(index, encoder):
     assert len(grown) == 9 and grown.sources[-1] == "notes/birds.txt"
     assert grown.manifest["generation"] == 2
     torch.testing.assert_close(grown.points[:8], index.points)
-    torch.testing.assert_close(grown.points[8:], encoder.encode(["Parrots and canaries are "
-                                                                 "pets that sing."]))
+    torch.testing.assert_close(
+        grown.points[8:], encoder.encode(["Parrots and canaries are pets that sing."])
+    )
     _, idx = grown.search(["parrots canaries"], 1)
     assert grown.doc_ids[idx[0, 0]] == "notes/birds.txt"
     reloaded = LorentzIndex.load(index.path)
@@ -125,8 +126,10 @@ def _corrupt(path, offset=-5):
     path.write_bytes(bytes(data))
 
 
-@pytest.mark.parametrize("victim", ["idx.1.bin", "texts.1.z", "chunks.1.json", "paths.1.txt",
-                                    "projection.1.pt", "bm25.1.bin"])
+@pytest.mark.parametrize(
+    "victim",
+    ["idx.1.bin", "texts.1.z", "chunks.1.json", "paths.1.txt", "projection.1.pt", "bm25.1.bin"],
+)
 def test_corrupt_files_are_rejected(index, victim):
     _corrupt(index.path / victim)
     with pytest.raises(IndexFormatError, match=f"{victim}: checksum mismatch"):
@@ -185,8 +188,11 @@ def test_mismatched_encoder(index, encoder):
     tiny = HyTEEncoder(small, encoder.tokenizer, model_path="tiny")
     with pytest.raises(ValueError, match="mismatched dims"):
         LorentzIndex.load(index.path, encoder=tiny)
-    other = HyTEEncoder(HyTEProjection(encoder.projection.embeddings, seed=7),
-                        encoder.tokenizer, model_path="all-MiniLM-L6-v2")
+    other = HyTEEncoder(
+        HyTEProjection(encoder.projection.embeddings, seed=7),
+        encoder.tokenizer,
+        model_path="all-MiniLM-L6-v2",
+    )
     with pytest.raises(ValueError, match="is not the one the index"):
         LorentzIndex.load(index.path, encoder=other)
 

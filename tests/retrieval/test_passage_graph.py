@@ -20,8 +20,9 @@ def _pairs(edge_index: torch.Tensor) -> set[tuple[int, int]]:
 def test_semantic_edges_are_the_symmetrized_brute_force_knn():
     gen = torch.Generator().manual_seed(1)
     emb = torch.nn.functional.normalize(torch.randn(30, 6, generator=gen), dim=1)
-    cfg = PassageGraphConfig(knn=4, title_mentions=False, shared_titles=False,
-                             shared_entities=False)
+    cfg = PassageGraphConfig(
+        knn=4, title_mentions=False, shared_titles=False, shared_entities=False
+    )
     graph = build_passage_graph(emb, [""] * 30, ["x"] * 30, config=cfg)
     sim = emb @ emb.T
     sim.fill_diagonal_(-2)
@@ -71,8 +72,9 @@ def test_entities_in_too_many_passages_make_no_edges():
 
 def test_edge_kinds_weights_and_degree():
     emb = torch.nn.functional.normalize(torch.tensor([[1.0, 0.1], [1.0, 0.2], [-1.0, 0.3]]), dim=1)
-    graph = build_passage_graph(emb, ["A", "B", "C"], ["x", "mentions A", "y"],
-                                config=PassageGraphConfig(knn=1))
+    graph = build_passage_graph(
+        emb, ["A", "B", "C"], ["x", "mentions A", "y"], config=PassageGraphConfig(knn=1)
+    )
     # semantic: 0-1 (both ways); 2's nearest has cosine < 0: no edge. topological: 0-1.
     assert _pairs(graph.edge_index) == {(0, 1)}
     assert graph.counts() == {"edges": 1, "semantic": 1, "topological": 1, "both": 1}
@@ -96,25 +98,30 @@ def test_cache_roundtrip_and_corruption(tmp_path):
     files[0].write_bytes(b"garbage")  # a corrupt entry is rebuilt, not trusted
     third = build_passage_graph(emb, titles, texts, cache_dir=tmp_path)
     assert torch.equal(first.edge_index, third.edge_index)
-    other = build_passage_graph(emb, titles, texts, cache_dir=tmp_path,
-                                config=PassageGraphConfig(knn=2))
+    other = build_passage_graph(
+        emb, titles, texts, cache_dir=tmp_path, config=PassageGraphConfig(knn=2)
+    )
     assert len(list(tmp_path.glob("passage-graph-*.npz"))) == 2
     assert other.counts()["semantic"] < first.counts()["semantic"]
 
 
 def test_duplicate_embeddings_make_no_self_loops():
     emb = torch.nn.functional.normalize(torch.ones(4, 3), dim=1)
-    graph = build_passage_graph(emb, ["a", "b", "c", "d"], ["w"] * 4,
-                                config=PassageGraphConfig(knn=2))
+    graph = build_passage_graph(
+        emb, ["a", "b", "c", "d"], ["w"] * 4, config=PassageGraphConfig(knn=2)
+    )
     assert (graph.edge_index[0] != graph.edge_index[1]).all()
     assert graph.degree().min() >= 2
 
 
-@pytest.mark.parametrize("kwargs, match", [
-    (dict(embeddings=torch.ones(3, 2)), "must agree on N"),
-    (dict(embeddings=torch.full((2, 2), float("nan"))), "NaN"),
-    (dict(embeddings=torch.ones(0, 2), titles=[], texts=[]), "empty"),
-])
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        (dict(embeddings=torch.ones(3, 2)), "must agree on N"),
+        (dict(embeddings=torch.full((2, 2), float("nan"))), "NaN"),
+        (dict(embeddings=torch.ones(0, 2), titles=[], texts=[]), "empty"),
+    ],
+)
 def test_bad_input(kwargs, match):
     args = dict(embeddings=torch.ones(2, 2), titles=["a", "b"], texts=["x", "y"])
     args.update(kwargs)
@@ -127,15 +134,17 @@ def test_bad_input(kwargs, match):
 def test_real_slice(data_dir):
     from georag.data.multihop import load_multihop
 
-    data = load_multihop(data_dir / "hotpotqa_dev500_ircot/dev_subsampled.jsonl",
-                         max_questions=15)
+    data = load_multihop(data_dir / "hotpotqa_dev500_ircot/dev_subsampled.jsonl", max_questions=15)
     docs = list(data.corpus.values())
-    edges = topological_edges([d.title for d in docs], [d.text for d in docs],
-                              config=PassageGraphConfig())
+    edges = topological_edges(
+        [d.title for d in docs], [d.text for d in docs], config=PassageGraphConfig()
+    )
     assert edges.shape[1] > 0
     # within a HotpotQA question the bridge passage usually mentions the other's title
     pairs = _pairs(edges)
     row = {d.doc_id: i for i, d in enumerate(docs)}
-    linked = sum((min(row[a], row[b]), max(row[a], row[b])) in pairs
-                 for a, b in (tuple(r) for r in data.qrels.values()))
+    linked = sum(
+        (min(row[a], row[b]), max(row[a], row[b])) in pairs
+        for a, b in (tuple(r) for r in data.qrels.values())
+    )
     assert linked >= 5

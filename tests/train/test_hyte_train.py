@@ -25,8 +25,8 @@ def _wandb_records(path: Path):
         if block - pos % block < 7:  # block trailer
             pos += block - pos % block
             continue
-        _, length, kind = struct.unpack("<IHB", raw[pos:pos + 7])
-        data, pos = raw[pos + 7:pos + 7 + length], pos + 7 + length
+        _, length, kind = struct.unpack("<IHB", raw[pos : pos + 7])
+        data, pos = raw[pos + 7 : pos + 7 + length], pos + 7 + length
         if kind == 0:
             continue
         buf = data if kind in (1, 2) else buf + data  # FULL / FIRST, then MIDDLE / LAST
@@ -44,8 +44,12 @@ def _history(run_dir: Path, *, wait_s: float = 60.0) -> tuple[list[dict], set[st
         for record in _wandb_records(next(run_dir.glob("run-*.wandb"))):
             kind = record.WhichOneof("record_type")
             if kind == "history":
-                rows.append({item.key or "/".join(item.nested_key): json.loads(item.value_json)
-                             for item in record.history.item})
+                rows.append(
+                    {
+                        item.key or "/".join(item.nested_key): json.loads(item.value_json)
+                        for item in record.history.item
+                    }
+                )
             elif kind == "config":
                 config |= {item.key for item in record.config.update}
             finished |= kind == "exit"
@@ -56,13 +60,19 @@ def _history(run_dir: Path, *, wait_s: float = 60.0) -> tuple[list[dict], set[st
 
 def _args(tmp_path: Path, data_dir: Path, epochs: int) -> list[str]:
     return [
-        "fit", "--config", str(Path(__file__).parents[2] / "configs/train/hyte_h.yaml"),
+        "fit",
+        "--config",
+        str(Path(__file__).parents[2] / "configs/train/hyte_h.yaml"),
         f"--data.init_args.data_dir={data_dir}",
-        "--data.init_args.max_pairs=160", "--data.init_args.max_corpus=400",
-        "--data.init_args.batch_size=20", "--data.init_args.max_tokens=128",
-        "--model.init_args.max_tokens=128", "--model.init_args.learn_curvature=true",
+        "--data.init_args.max_pairs=160",
+        "--data.init_args.max_corpus=400",
+        "--data.init_args.batch_size=20",
+        "--data.init_args.max_tokens=128",
+        "--model.init_args.max_tokens=128",
+        "--model.init_args.learn_curvature=true",
         f"--model.init_args.export_path={tmp_path / 'projection.pt'}",
-        f"--trainer.max_epochs={epochs}", f"--trainer.default_root_dir={tmp_path}",
+        f"--trainer.max_epochs={epochs}",
+        f"--trainer.default_root_dir={tmp_path}",
         f"--trainer.logger.init_args.save_dir={tmp_path}",
         f"--trainer.callbacks.init_args.dirpath={tmp_path / 'ckpt'}",
         "--trainer.enable_progress_bar=true",
@@ -104,8 +114,12 @@ def test_short_cpu_run_learns_and_logs_to_wandb_offline(tmp_path, data_dir, monk
     last = tmp_path / "ckpt" / "last.ckpt"
     assert last.is_file()
     state = torch.load(last, map_location="cpu", weights_only=False)
-    assert set(state["state_dict"]) == {"projection.w1.weight", "projection.w2.weight",
-                                        "projection.log_k", "log_scale"}
+    assert set(state["state_dict"]) == {
+        "projection.w1.weight",
+        "projection.w2.weight",
+        "projection.log_k",
+        "log_scale",
+    }
     resumed = main(_args(tmp_path, data_dir, epochs=3) + [f"--ckpt_path={last}"])
     wandb.finish()
     assert resumed.trainer.global_step == 3 * (160 // 20)

@@ -17,17 +17,24 @@ def test_short_cpu_run_learns_stays_in_the_ball_and_logs_offline(tmp_path, data_
     monkeypatch.delenv("WANDB_MODE", raising=False)
     monkeypatch.setenv("WANDB_SILENT", "true")
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    cli = main([
-        "fit", "--config", str(Path(__file__).parents[2] / "configs/train/iso_rag.yaml"),
-        f"--data.init_args.data_dir={data_dir}", "--data.init_args.max_questions=12",
-        f"--data.init_args.cache_dir={tmp_path / 'cache'}", "--data.init_args.batch_size=8",
-        "--data.init_args.val_fraction=0.25",
-        f"--model.init_args.export_path={tmp_path / 'head.pt'}",
-        "--trainer.max_epochs=6", f"--trainer.default_root_dir={tmp_path}",
-        f"--trainer.logger.init_args.save_dir={tmp_path}",
-        f"--trainer.callbacks.init_args.dirpath={tmp_path / 'ckpt'}",
-        "--trainer.enable_progress_bar=false",
-    ])
+    cli = main(
+        [
+            "fit",
+            "--config",
+            str(Path(__file__).parents[2] / "configs/train/iso_rag.yaml"),
+            f"--data.init_args.data_dir={data_dir}",
+            "--data.init_args.max_questions=12",
+            f"--data.init_args.cache_dir={tmp_path / 'cache'}",
+            "--data.init_args.batch_size=8",
+            "--data.init_args.val_fraction=0.25",
+            f"--model.init_args.export_path={tmp_path / 'head.pt'}",
+            "--trainer.max_epochs=6",
+            f"--trainer.default_root_dir={tmp_path}",
+            f"--trainer.logger.init_args.save_dir={tmp_path}",
+            f"--trainer.callbacks.init_args.dirpath={tmp_path / 'ckpt'}",
+            "--trainer.enable_progress_bar=false",
+        ]
+    )
     assert cli.trainer.global_step > 0
     cli.trainer.logger.experiment.finish()  # flush the offline run before reading it
     runs = list((tmp_path / "wandb").glob("offline-run-*"))

@@ -54,8 +54,9 @@ def test_losses_prefer_the_relevant_order():
     good = torch.tensor([[0.0, 3.0, 2.0, 99.0]])  # the unranked slot's value is ignored
     bad = torch.tensor([[3.0, 0.0, 1.0, -99.0]])
     for kind in ("listwise", "approx_ndcg"):
-        assert ranking_loss(good, ranked, gains, kind=kind) < ranking_loss(bad, ranked, gains,
-                                                                           kind=kind)
+        assert ranking_loss(good, ranked, gains, kind=kind) < ranking_loss(
+            bad, ranked, gains, kind=kind
+        )
     # approximate NDCG approaches 1 - NDCG as the sigmoid sharpens
     loss = ranking_loss(good, ranked, gains, kind="approx_ndcg", smoothing=1e-3)
     assert float(loss) == pytest.approx(0.0, abs=1e-6)
@@ -67,8 +68,7 @@ def test_losses_prefer_the_relevant_order():
 
 
 def test_splits_are_seeded_disjoint_and_cover():
-    parts = [split_rows(53, protocol="kfold", val_fraction=0.2, seed=3, fold=f)
-             for f in range(5)]
+    parts = [split_rows(53, protocol="kfold", val_fraction=0.2, seed=3, fold=f) for f in range(5)]
     reports = sorted(r for p in parts for r in p["report"])
     assert reports == list(range(53))
     for p in parts:
@@ -85,9 +85,15 @@ def test_splits_are_seeded_disjoint_and_cover():
 
 def _fit(module, pool, tmp_path, epochs=2):
     data = LearnedPoolData(dataset="given", batch_size=4, val_fraction=0.34).use_pool(pool)
-    trainer = L.Trainer(max_epochs=epochs, logger=False, enable_checkpointing=False,
-                        enable_progress_bar=False, enable_model_summary=False,
-                        default_root_dir=str(tmp_path), num_sanity_val_steps=0)
+    trainer = L.Trainer(
+        max_epochs=epochs,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        default_root_dir=str(tmp_path),
+        num_sanity_val_steps=0,
+    )
     trainer.fit(module, datamodule=data)
     return trainer
 
@@ -116,18 +122,28 @@ def test_short_run_through_the_cli_learns_and_logs_offline(tmp_path, data_dir, m
     monkeypatch.setenv("WANDB_SILENT", "true")
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     epochs = 6
-    cli = main([
-        "fit", "--config", str(Path(__file__).parents[2] / "configs/train/learned_diffusion.yaml"),
-        f"--data.init_args.data_dir={data_dir}", "--data.init_args.dataset=cranfield",
-        "--data.init_args.protocol=kfold", "--data.init_args.train_split=test",
-        "--data.init_args.max_queries=15", "--data.init_args.max_corpus=40",
-        f"--data.init_args.cache_dir={tmp_path / 'cache'}", "--data.init_args.batch_size=4",
-        f"--model.init_args.export_path={tmp_path / 'weights.pt'}",
-        f"--trainer.max_epochs={epochs}", f"--trainer.default_root_dir={tmp_path}",
-        f"--trainer.logger.init_args.save_dir={tmp_path}",
-        f"--trainer.callbacks.init_args.dirpath={tmp_path / 'ckpt'}",
-        "--trainer.log_every_n_steps=1", "--trainer.enable_progress_bar=true",
-    ])
+    cli = main(
+        [
+            "fit",
+            "--config",
+            str(Path(__file__).parents[2] / "configs/train/learned_diffusion.yaml"),
+            f"--data.init_args.data_dir={data_dir}",
+            "--data.init_args.dataset=cranfield",
+            "--data.init_args.protocol=kfold",
+            "--data.init_args.train_split=test",
+            "--data.init_args.max_queries=15",
+            "--data.init_args.max_corpus=40",
+            f"--data.init_args.cache_dir={tmp_path / 'cache'}",
+            "--data.init_args.batch_size=4",
+            f"--model.init_args.export_path={tmp_path / 'weights.pt'}",
+            f"--trainer.max_epochs={epochs}",
+            f"--trainer.default_root_dir={tmp_path}",
+            f"--trainer.logger.init_args.save_dir={tmp_path}",
+            f"--trainer.callbacks.init_args.dirpath={tmp_path / 'ckpt'}",
+            "--trainer.log_every_n_steps=1",
+            "--trainer.enable_progress_bar=true",
+        ]
+    )
     assert cli.trainer.global_step > 0
     cli.trainer.logger.experiment.finish()
     runs = list((tmp_path / "wandb").glob("offline-run-*"))
@@ -159,7 +175,8 @@ def test_tuning_starts_at_the_paper_defaults_and_never_ends_below(method):
     first = study.trials[0]
     fixed = make_method(method, options)
     assert first.params["fusion"] == 1e-4 and all(
-        first.params[k] == getattr(fixed.config, k) for k in first.params if k != "fusion")
+        first.params[k] == getattr(fixed.config, k) for k in first.params if k != "fusion"
+    )
     assert study.best_value >= first.value
     tuned = make_method(method, {**options, **best})
     assert pool_ndcg(tuned, pool) == pytest.approx(study.best_value)
