@@ -21,6 +21,7 @@ from georag.eval.report import LEGEND, SIGNIFICANCE, environment, latex_table, m
 from georag.eval.runner import eval_dataset, evaluate_methods
 from georag.eval.stats import annotate
 from georag.rerank.registry import is_retriever, parse_option
+from georag.resources import DEFAULT_MODEL
 from georag.retrieval.candidates import FirstStage, FirstStageConfig
 from georag.retrieval.encoder import TextEncoder
 
@@ -45,7 +46,7 @@ class SweepConfig:
     split: str = "test"
     first_stage: str = "dense"
     top_m: int = 100
-    model: str = "all-MiniLM-L6-v2"
+    model: str = DEFAULT_MODEL
     out: str = "runs/sweep"
     max_queries: int | None = None
     batch_size: int = 256

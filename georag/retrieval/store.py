@@ -8,6 +8,7 @@ from pathlib import Path
 
 from georag._io import ArtifactError, atomic_folder, check_folder
 from georag.data.beir import BeirDataset
+from georag.resources import DEFAULT_MODEL
 from georag.retrieval.bm25 import BM25Index
 from georag.retrieval.candidates import corpus_embeddings
 from georag.retrieval.dense import DenseIndex
@@ -100,7 +101,7 @@ def build_store(
     dataset: BeirDataset,
     folder: str | os.PathLike,
     *,
-    model: str = "all-MiniLM-L6-v2",
+    model: str = DEFAULT_MODEL,
     kind: str = "flat",
 ) -> IndexStore:
     """Encode and index ``dataset``'s corpus and save it into ``folder``."""

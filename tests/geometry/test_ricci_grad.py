@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from georag.geometry import ricci_grad
@@ -136,12 +136,13 @@ def test_shortest_path_ties_split_evenly():
 
 
 @pytest.mark.xfail(
-    reason="since the rebase on main's rewritten ricci.py: directional "
-    "derivative off (seed=0, n=7, alpha=0.25, power=0); open, see "
-    "notes/issue11-gradricci.md",
-    strict=False,
+    reason="known bug, open in issue 11: since the solver rewrite the analytic derivative "
+    "of the curvature in the lengths is off by ~8 on the pinned example (seed=0, n=7, "
+    "alpha=0.25, exp_power=0); XPASS once it is fixed",
+    strict=True,
 )
 @settings(max_examples=8, deadline=None)
+@example(seed=0, n=7, alpha=0.25, power=0.0, scale=1.0)
 @given(
     seed=st.integers(0, 10_000),
     n=st.integers(3, 8),

@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 import torch
 
+from georag.eval.synthetic import random_batch
 from georag.rerank.learned_ricci import LearnedRicci, LearnedRicciConfig
 from georag.rerank.registry import make_reranker
 from georag.rerank.ricci_filtration import RicciFiltration, RicciFiltrationConfig
-from rerank.batches import random_batch
 
 
 def batches():
