@@ -1,6 +1,6 @@
 """Text in, ranking out: any georag reranker behind ``rank(query, docs)``.
 
-The rerankers work on a :class:`~georag.rerank.base.CandidateBatch` of embeddings; this
+The rerankers work on a :class:`~georag.batch.CandidateBatch` of embeddings; this
 class builds that batch from texts. Queries and documents are encoded with the configured
 sentence encoder (all-MiniLM-L6-v2 by default), each text once: embeddings are cached by
 content hash (:class:`~georag.retrieval.text_cache.TextEmbeddingCache`), in memory and, with

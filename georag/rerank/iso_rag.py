@@ -645,6 +645,6 @@ def output_to_run(
     output: IsoRagOutput, query_ids: list[str], doc_ids: list[str]
 ) -> dict[str, dict[str, float]]:
     """``{query id: {doc id: score}}`` for :func:`georag.eval.metrics.evaluate`, by the one
-    rule of :func:`~georag.rerank.base.scores_to_run`."""
+    rule of :func:`~georag.batch.scores_to_run`."""
     result = _as_result(output, len(doc_ids))
     return scores_to_run(result.scores, result.keep, query_ids, doc_ids)

@@ -2,10 +2,10 @@
 
 Each name maps to a class built as ``cls(config)`` from its config dataclass; the class'
 ``name`` is its key. Pool rerankers (:class:`~georag.rerank.base.Reranker`) take a
-:class:`~georag.rerank.base.CandidateBatch` and compose with ``+`` into a
+:class:`~georag.batch.CandidateBatch` and compose with ``+`` into a
 :class:`~georag.rerank.pipeline.RerankPipeline` (``ricci+ce``); corpus-level retrievers
 (:class:`~georag.rerank.base.Retriever`: ``iso``, ``ppr_global``, ``hyte``) index a
-:class:`~georag.rerank.base.Corpus` and stand alone.
+:class:`~georag.batch.Corpus` and stand alone.
 """
 
 from __future__ import annotations

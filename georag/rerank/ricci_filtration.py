@@ -161,7 +161,7 @@ class RicciFiltration:
     - identical embeddings (all dissimilarities equal) give the complete graph, whose
       curvature is flat: the flow stops with every length 1 and every candidate is kept;
     - zero embedding vectors raise ``ValueError`` (cosine is undefined); NaN ones are
-      rejected by :class:`~georag.rerank.base.CandidateBatch`.
+      rejected by :class:`~georag.batch.CandidateBatch`.
 
     Raises
     ------
