@@ -215,6 +215,25 @@ def _edge_index(
     return order // n, order % n, valid
 
 
+def _flow_edges(
+    lengths: torch.Tensor, adjacency: torch.Tensor, restrict: bool
+) -> tuple[
+    torch.Tensor, tuple[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor, torch.Tensor
+]:
+    """What a flow starts from: the adjacency (cut to the largest component of each graph when
+    ``restrict``), its padded edge list ``(i, j, valid)``, the edge lengths ``w`` (B, E), 0 on
+    padding, and the number of real edges per graph (B, 1), at least 1."""
+    if restrict:
+        core = largest_component(adjacency)
+        adjacency = adjacency & core.unsqueeze(2) & core.unsqueeze(1)
+    edges = _edge_index(adjacency)
+    i, j, valid = edges
+    rows = torch.arange(lengths.shape[0], device=lengths.device).unsqueeze(1)
+    w = lengths[rows, i, j].masked_fill(~valid, 0.0)
+    num_edges = valid.sum(1, keepdim=True).clamp_min(1).to(lengths.dtype)
+    return adjacency, edges, w, num_edges
+
+
 def _scatter_edges(
     values: torch.Tensor,
     i: torch.Tensor,
@@ -784,14 +803,8 @@ def ricci_flow(
         raise ValueError(f"iterations must be >= 0, got {iterations}")
     _check_accuracy(accuracy)
     b, n, _ = lengths.shape
-    if restrict:
-        core = largest_component(adjacency)
-        adjacency = adjacency & core.unsqueeze(2) & core.unsqueeze(1)
-    edges = _edge_index(adjacency)
+    adjacency, edges, w, num_edges = _flow_edges(lengths, adjacency, restrict)
     i, j, valid = edges
-    rows = torch.arange(b, device=lengths.device).unsqueeze(1)
-    w = lengths[rows, i, j].masked_fill(~valid, 0.0)
-    num_edges = valid.sum(1, keepdim=True).clamp_min(1).to(lengths.dtype)
     warm = _WarmStart() if method == "sinkhorn" else None
     options = dict(
         alpha=alpha,

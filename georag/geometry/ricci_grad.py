@@ -50,8 +50,8 @@ from georag.geometry.ricci import (
     RicciFlowResult,
     _check_graph,
     _edge_index,
+    _flow_edges,
     _scatter_edges,
-    largest_component,
 )
 from georag.geometry.transport import max_cost_over_epsilon
 from georag.geometry.transport_grad import exact_transport, shared_cost_transport
@@ -308,14 +308,8 @@ def ricci_flow(
         raise ValueError(f"iterations must be >= 0, got {iterations}")
     _check_unsupported(base=base, nbr_topk=nbr_topk)
     b, n, _ = lengths.shape
-    if restrict:
-        core = largest_component(adjacency)
-        adjacency = adjacency & core.unsqueeze(2) & core.unsqueeze(1)
-    edges = _edge_index(adjacency)
+    adjacency, edges, w, num_edges = _flow_edges(lengths, adjacency, restrict)
     i, j, valid = edges
-    rows = torch.arange(b, device=lengths.device).unsqueeze(1)
-    w = lengths[rows, i, j].masked_fill(~valid, 0.0)
-    num_edges = valid.sum(1, keepdim=True).clamp_min(1).to(lengths.dtype)
     options = dict(
         method=method,
         epsilon=epsilon,
