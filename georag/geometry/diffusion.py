@@ -9,7 +9,8 @@ weight="weight")`` step for step (networkx's ``_pagerank_scipy``):
   the personalization vector ``p`` (networkx's default ``dangling=None``);
 * the iterate starts uniform, ``x_0 = 1 / N``, and is updated as
   ``x <- damping * (x T + sum(x[dangling]) * p) + (1 - damping) * p``;
-* iteration stops at the first step whose L1 change is below ``N * tol``.
+* iteration stops at the first step whose L1 change is below ``N * tol`` (or below 16
+  machine epsilons of the dtype, whichever is larger: a smaller change is rounding noise).
 
 Each graph (dense path) or personalization column (sparse path) is stopped at its own
 first converged step, exactly as if it had been run alone, so results do not depend on
@@ -91,7 +92,9 @@ def personalized_pagerank(
         The probability of following an edge (networkx's ``alpha``), in [0, 1]; a 0-d
         tensor to differentiate with respect to it.
     tol : float
-        Convergence threshold: stop when ``||x_t - x_{t-1}||_1 < N * tol``.
+        Convergence threshold: stop when ``||x_t - x_{t-1}||_1 < N * tol``. The implicit
+        gradient's adjoint solve stops at a relative L1 change of ``tol``. Both are
+        floored at 16 machine epsilons of the dtype.
     max_iter : int
         Maximum number of power-iteration steps.
     mask : torch.Tensor, shape (B, N), bool, optional
@@ -252,6 +255,16 @@ def _dense_structure(
     return inv, dangling, x, size
 
 
+def _rounding_floor(dtype: torch.dtype) -> float:
+    """The smallest L1 change (relative to the iterate's L1 norm) a solve waits for.
+
+    Sixteen machine epsilons: a smaller change is rounding noise, and whether an iterate
+    gets below it depends on the CPU's summation order (float32 at ``tol=1e-7`` stalled
+    on one machine and not on another).
+    """
+    return 16.0 * torch.finfo(dtype).eps
+
+
 def _dense_solve(
     weights: torch.Tensor,
     p: torch.Tensor,
@@ -266,7 +279,7 @@ def _dense_solve(
     # x T = (x / s) W: scaling the iterate instead of the matrix allocates no (B, N, N)
     # buffer; masked columns are left out of s and zeroed in each iterate instead.
     teleport = ((1.0 - damping) * p).unsqueeze(1)
-    threshold = size * tol
+    threshold = (size * tol).clamp_min(_rounding_floor(weights.dtype))
     done = torch.zeros(b, dtype=torch.bool, device=weights.device)
     for _ in range(max_iter):
         x_new = torch.baddbmm(teleport, (x * inv).unsqueeze(1), weights, alpha=damping)
@@ -301,7 +314,7 @@ def _dense_unrolled(
         strength = torch.bmm(weights, keep.unsqueeze(2)).squeeze(2)
     positive = strength > 0
     inv = positive / torch.where(positive, strength, 1.0)  # no 1/0 on the autograd tape
-    threshold = size * tol
+    threshold = (size * tol).clamp_min(_rounding_floor(weights.dtype))
     done = torch.zeros(b, dtype=torch.bool, device=weights.device)
     for _ in range(max_iter):
         walk = torch.bmm((x * inv).unsqueeze(1), weights).squeeze(1)
@@ -334,9 +347,9 @@ def _adjoint(
 
     ``apply_t(v)`` is ``T v``; vectors run along ``dim`` (1: dense rows, 0: sparse
     columns). Each vector stops at its first step whose L1 change is at most
-    ``tol * ||g||_1``.
+    ``max(tol, floor) * ||g||_1``, with the floor of :func:`_rounding_floor`.
     """
-    threshold = tol * g.abs().sum(dim=dim)
+    threshold = max(tol, _rounding_floor(g.dtype)) * g.abs().sum(dim=dim)
     done = torch.zeros_like(threshold, dtype=torch.bool)
     v = g if keep is None else g * keep
     for _ in range(max_iter):
@@ -477,12 +490,13 @@ def _sparse_power_iteration(
     active = torch.arange(q, device=p.device)
     x = torch.full_like(p, 1.0 / n)
     teleport = (1.0 - damping) * p
+    threshold = max(n * tol, _rounding_floor(p.dtype))
     for _ in range(max_iter):
         x_new = torch.addmm(teleport, transition_t, x, alpha=damping)
         if dangling.numel():
             lost = x.index_select(0, dangling).sum(dim=0, keepdim=True)
             x_new.add_(p * lost, alpha=damping)
-        converged = (x_new - x).abs_().sum(dim=0) < n * tol
+        converged = (x_new - x).abs_().sum(dim=0) < threshold
         if bool(converged.any()):
             out[:, active[converged]] = x_new[:, converged]
             left = ~converged
@@ -509,13 +523,14 @@ def _sparse_unrolled(
     edge = (values * inv[rows]).unsqueeze(1)
     x = torch.full_like(p, 1.0 / n)
     done = torch.zeros(q, dtype=torch.bool, device=p.device)
+    threshold = max(n * tol, _rounding_floor(p.dtype))
     for _ in range(max_iter):
         walk = torch.zeros_like(x).index_add(0, cols, edge * x[rows])
         x_new = damping * (walk + p * (x * dangling).sum(dim=0, keepdim=True))
         x_new = x_new + (1.0 - damping) * p
         err = (x_new - x).detach().abs().sum(dim=0)
         x = torch.where(done.unsqueeze(0), x, x_new)
-        done = done | (err < n * tol)
+        done = done | (err < threshold)
         if bool(done.all()):
             return x
     raise PowerIterationFailedConvergence(

@@ -132,6 +132,19 @@ def test_float32_implicit_close_to_float64():
     torch.testing.assert_close(grads[0], grads[1], atol=1e-4, rtol=0)
 
 
+@pytest.mark.parametrize("sparse", [False, True])
+def test_float32_adjoint_below_rounding_tolerance_still_converges(sparse):
+    # tol far below float32's resolution: the adjoint stops at 64 eps instead of raising
+    w, p = graphs(4)
+    weights = w.float()
+    if sparse:
+        weights, p = weights[0].to_sparse_csr(), p[0].float()
+    weights.requires_grad_()
+    out = personalized_pagerank(weights, p.float(), tol=1e-12, max_iter=1000)
+    out.sum().backward()
+    assert torch.isfinite(weights.grad.to_dense() if sparse else weights.grad).all()
+
+
 def test_dangling_row_has_zero_gradient():
     w, p = graphs(5)
     weights = w.clone().requires_grad_()
