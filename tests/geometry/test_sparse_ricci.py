@@ -1,6 +1,9 @@
-"""Sparse (corpus-scale) curvature against the dense exact curvature and POT/networkx."""
+"""Sparse (corpus-scale) curvature: the exact path against the dense exact curvature, the
+batched path against the exact one."""
 
 from __future__ import annotations
+
+import logging
 
 import numpy as np
 import pytest
@@ -61,6 +64,95 @@ def test_sparse_on_a_bigger_graph_matches_dense_and_keeps_dtype():
     got = sparse_ollivier_ricci(edge_index, edge_lengths.float(), n, chunk=17)
     assert got.dtype == torch.float32
     np.testing.assert_allclose(got.double().numpy(), dense[edge_index[0], edge_index[1]], atol=1e-5)
+
+
+def pieces_graph(seed: int, sizes: list[int], isolated: int, density: float, low: float):
+    """Random components of the given sizes (each a path plus random chords), isolated
+    nodes between them, lengths log-uniform in [10**low, 1e3]; returns (edge_index,
+    lengths float64, num_nodes)."""
+    gen = np.random.default_rng(seed)
+    edges, offset = [], isolated
+    for size in sizes:
+        nodes = offset + gen.permutation(size)
+        edges += list(zip(nodes[:-1], nodes[1:]))
+        upper = np.argwhere(np.triu(gen.random((size, size)) < density, 2))
+        edges += [(nodes[i], nodes[j]) for i, j in upper]
+        offset += size + isolated
+    pairs = np.unique(np.sort(np.array(edges, dtype=np.int64), axis=1), axis=0)
+    flip = gen.random(len(pairs)) < 0.5
+    edge_index = torch.tensor(np.where(flip[:, None], pairs[:, ::-1], pairs).T.copy())
+    lengths = torch.tensor(10.0 ** gen.uniform(low, 3.0, len(pairs)))
+    return edge_index, lengths, offset
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    seed=st.integers(0, 2**16),
+    sizes=st.lists(st.integers(2, 12), min_size=1, max_size=3),
+    isolated=st.integers(0, 2),
+    density=st.floats(0.0, 0.6),
+    low=st.sampled_from([-12.0, -3.0, 0.0]),
+    p=st.sampled_from([0.0, 1.0, 2.0]),
+    alpha=st.sampled_from([0.0, 0.5, 1.0]),
+    dtype=st.sampled_from([torch.float32, torch.float64]),
+)
+def test_batched_equals_exact_within_accuracy(seed, sizes, isolated, density, low, p, alpha, dtype):
+    edge_index, lengths, n = pieces_graph(seed, sizes, isolated, density, low)
+    lengths = lengths.to(dtype)
+    options = dict(alpha=alpha, exp_power=p)
+    exact = sparse_ollivier_ricci(edge_index, lengths, n, method="exact", **options)
+    batched = sparse_ollivier_ricci(edge_index, lengths, n, method="batched", chunk=5, **options)
+    assert batched.dtype == dtype and torch.isfinite(batched).all()
+    # the certificate bounds the error by `accuracy`; the rest is rounding of kappa itself
+    # (|kappa| reaches 1e10 when d(x, y) = 1e-7 meets neighbours at 1e3)
+    rtol = 1e-6 if dtype == torch.float32 else 1e-12
+    np.testing.assert_allclose(batched.double(), exact.double(), rtol=rtol, atol=2e-6)
+
+
+def test_batched_matches_dense_at_its_accuracy_and_auto_is_exact_on_cpu(caplog):
+    edge_index, lengths, n = pieces_graph(7, [30, 20], 2, 0.2, -1.0)
+    adjacency = torch.zeros(1, n, n, dtype=torch.bool)
+    dense_lengths = torch.zeros(1, n, n, dtype=torch.float64)
+    adjacency[0, edge_index[0], edge_index[1]] = adjacency[0, edge_index[1], edge_index[0]] = True
+    dense_lengths[0, edge_index[0], edge_index[1]] = lengths
+    dense_lengths[0, edge_index[1], edge_index[0]] = lengths
+    dense = ollivier_ricci(dense_lengths, adjacency, method="exact")[0]
+    reference = dense[edge_index[0], edge_index[1]]
+    with caplog.at_level(logging.INFO, logger="georag.geometry.sparse_ricci"):
+        auto = sparse_ollivier_ricci(edge_index, lengths, n)
+        assert "batched transport" not in caplog.text
+        for accuracy in (1e-3, 1e-8):
+            got = sparse_ollivier_ricci(
+                edge_index, lengths, n, method="batched", accuracy=accuracy, batch_elements=400
+            )
+            assert (got - reference).abs().max() <= accuracy
+    assert "batched transport" in caplog.text
+    torch.testing.assert_close(auto, reference, atol=1e-9, rtol=0)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_cuda_batched_matches_cpu_exact():
+    edge_index, lengths, n = pieces_graph(11, [40, 25, 3], 1, 0.15, -3.0)
+    exact = sparse_ollivier_ricci(edge_index, lengths, n, method="exact")
+    for dtype in (torch.float64, torch.float32):
+        got = sparse_ollivier_ricci(edge_index.cuda(), lengths.to("cuda", dtype), n)  # auto
+        assert got.device.type == "cuda" and got.dtype == dtype
+        rtol = 1e-6 if dtype == torch.float32 else 1e-12
+        np.testing.assert_allclose(got.double().cpu(), exact, rtol=rtol, atol=2e-6)
+
+
+@pytest.mark.parametrize(
+    "options, match",
+    [
+        ({"method": "sinkhorn"}, "method"),
+        ({"accuracy": 0.0}, "accuracy"),
+        ({"batch_elements": 0}, "batch_elements"),
+        ({"chunk": 0}, "chunk"),
+    ],
+)
+def test_bad_options_are_rejected(options, match):
+    with pytest.raises(ValueError, match=match):
+        sparse_ollivier_ricci(torch.tensor([[0], [1]]), torch.ones(1), 2, **options)
 
 
 @pytest.mark.parametrize(
