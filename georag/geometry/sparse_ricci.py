@@ -266,7 +266,19 @@ def _batched(
     certified = np.zeros(len(rows), dtype=bool)
     as_t = lambda v: torch.as_tensor(v, device=device)  # noqa: E731
     cost_t = as_t(problems.cost)
-    source_t, target_t = as_t(problems.source), as_t(problems.target)
+    # sources then targets in one flat tensor; where each problem's rows and columns start
+    masses_t = as_t(np.concatenate([problems.source, problems.target]))
+    src_first, dst_first = problems.src[:-1], len(problems.source) + problems.dst[:-1]
+    row_first = np.where(flip, dst_first, src_first)
+    col_first = np.where(flip, src_first, dst_first)
+
+    def padded(flat, first, count, ks, width):
+        """(len(ks), width) block of the ranges ``flat[first[k]:first[k] + count[k]]``."""
+        owner, at = _ranges(first[ks], count[ks])
+        out = torch.zeros(len(ks) * width, dtype=torch.float64, device=device)
+        out[as_t(owner * width + at - first[ks][owner])] = flat[as_t(at)]
+        return out.view(len(ks), width)
+
     scale = problems.distance / problems.mass  # curvature error = gap / scale
     groups = np.unique(np.stack([pad_r, pad_c]), axis=1).T
     iterations = []
@@ -284,22 +296,8 @@ def _batched(
             cost = torch.zeros(b * int(r) * int(c), dtype=torch.float64, device=device)
             cost[as_t((owner * r + i) * c + j)] = cost_t[as_t(at)]
             cost = cost.view(b, int(r), int(c))
-            masses = []
-            for side, pad, flat, first, count in (
-                ("src", r, source_t, problems.src, n_src),
-                ("dst", c, target_t, problems.dst, n_dst),
-            ):
-                o, pos = _ranges(first[ks], count[ks])
-                masses.append((o, pos - first[ks][o], flat[as_t(pos)], side))
-            a = torch.zeros(b, int(r), dtype=torch.float64, device=device)
-            bb = torch.zeros(b, int(c), dtype=torch.float64, device=device)
-            for o, loc, values, side in masses:
-                into_rows = (side == "src") != flip[ks][o]
-                for target_side, pick in ((a, into_rows), (bb, ~into_rows)):
-                    width = target_side.shape[1]
-                    target_side.view(-1)[as_t(o[pick] * width + loc[pick])] = values[
-                        as_t(np.flatnonzero(pick))
-                    ]
+            a = padded(masses_t, row_first, rows, ks, int(r))
+            bb = padded(masses_t, col_first, cols, ks, int(c))
             top = cost.amax((-2, -1)).clamp_min(torch.finfo(torch.float64).tiny)
             norm = as_t(scale[ks]) / top  # curvature error per unit of normalised gap
             gap = (0.25 * accuracy * norm).clamp_min(_GAP_FLOOR)
