@@ -1,20 +1,24 @@
-"""Corpus-scale Ollivier-Ricci curvature: georag's sparse solver against GraphRicciCurvature.
+"""Corpus-scale Ollivier-Ricci curvature: georag's sparse solvers against GraphRicciCurvature.
 
 Builds the k-NN graph of the SciFact corpus (5,183 abstracts, all-MiniLM-L6-v2
 embeddings from the shared cache, k = 10 neighbours by cosine, symmetrised by union;
 edge length ``1 - cos``), computes the curvature of every edge with
-``georag.geometry.sparse_ricci.sparse_ollivier_ricci`` (no all-pairs matrix) and with
-GraphRicciCurvature 0.6.1 (``method="OTD"``, proc=1 and its default proc=cpu_count, in
-``.venv-peers``), all in one run, and prints seconds, speed ratios and the max abs
-difference::
+``georag.geometry.sparse_ricci.sparse_ollivier_ricci`` (no all-pairs matrix) by its
+exact path (network simplex per edge) and its batched path (certified batched interior
+point, on ``--device``), and with GraphRicciCurvature 0.6.1 (``method="OTD"``, proc=1
+and its default proc=cpu_count, in ``.venv-peers``), all in one run, and prints seconds
+(medians over ``--repeats``), speed ratios, the max abs difference to georag's exact
+path and, for georag, the split between the shared distance part (scipy, CPU) and the
+transport part::
 
-    python scripts/bench_sparse_ricci.py --threads 1
+    python scripts/bench_sparse_ricci.py --threads 1 --data-dir /work/shared/data
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import subprocess
 import tempfile
@@ -64,12 +68,24 @@ def knn_edges(embeddings: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Ten
     return edge, lengths
 
 
+class _Records(logging.Handler):
+    """Keeps the messages of georag.geometry.sparse_ricci (its timing split)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(record.getMessage())
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data-dir", default=os.environ.get("GEORAG_DATA", DATA))
     parser.add_argument("--k", type=int, default=10)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--repeats", type=int, default=1)
+    parser.add_argument("--device", default="cpu", help="device of the batched path")
     parser.add_argument("--no-peer", action="store_true")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
@@ -88,15 +104,31 @@ def main() -> None:
     print(
         f"# SciFact corpus k-NN graph: {n} nodes, k={args.k}, {edge_index.shape[1]} "
         f"undirected edges, lengths 1 - cos (MiniLM, cache hit {hit}); {args.threads} torch "
-        f"threads, {os.cpu_count()} CPUs, load {os.getloadavg()}"
+        f"threads, {os.cpu_count()} CPUs, batched path on {args.device}, "
+        f"load {os.getloadavg()}"
     )
-    times = []
-    for _ in range(args.repeats):
-        start = time.perf_counter()
-        ours = sparse_ollivier_ricci(edge_index, lengths, n)
-        times.append(time.perf_counter() - start)
-    ours_s = float(np.median(times))
-    rows = [("georag sparse_ollivier_ricci (exact, no all-pairs)", ours_s, None, None)]
+    records = _Records()
+    logger = logging.getLogger("georag.geometry.sparse_ricci")
+    logger.addHandler(records)
+    logger.setLevel(logging.INFO)
+    ours = {}
+    rows = []
+    for method, device in (("exact", "cpu"), ("batched", args.device)):
+        times = []
+        for _ in range(args.repeats):
+            if device.startswith("cuda"):
+                torch.cuda.synchronize()
+            start = time.perf_counter()
+            kappa = sparse_ollivier_ricci(
+                edge_index.to(device), lengths.to(device), n, method=method
+            ).cpu()
+            times.append(time.perf_counter() - start)
+        ours[method] = kappa
+        rows.append((f"georag sparse_ollivier_ricci method={method!r} ({device})", times))
+    print(f"# load after georag: {os.getloadavg()}")
+    for message in records.messages:
+        print(f"# {message}")
+    peers = []
     if PEER.exists() and not args.no_peer:
         with tempfile.TemporaryDirectory() as tmp:
             inp = Path(tmp) / "g.npz"
@@ -109,27 +141,32 @@ def main() -> None:
             )
             for proc, label in ((1, "proc=1"), (0, f"default proc={os.cpu_count()}")):
                 out = Path(tmp) / f"k{proc}.npy"
-                res = subprocess.run(
-                    [str(PEER), "-c", PEER_SCRIPT, str(inp), str(out), str(proc)],
-                    check=True,
-                    capture_output=True,
-                    text=True,
-                )
-                seconds = json.loads(res.stdout.strip().splitlines()[-1])["seconds"]
-                diff = float(np.abs(np.load(out) - ours.numpy()).max())
-                rows.append(
-                    (f"GraphRicciCurvature 0.6.1 OTD {label}", seconds, seconds / ours_s, diff)
-                )
-    print("\n| implementation | seconds | georag speed-up | max abs curvature difference |")
-    print("|---|---:|---:|---:|")
-    for name, seconds, ratio, diff in rows:
-        print(
-            f"| {name} | {seconds:.2f} | {'' if ratio is None else f'{ratio:.1f}x'} | "
-            f"{'' if diff is None else f'{diff:.2e}'} |"
-        )
+                times = []
+                for _ in range(args.repeats):
+                    res = subprocess.run(
+                        [str(PEER), "-c", PEER_SCRIPT, str(inp), str(out), str(proc)],
+                        check=True,
+                        capture_output=True,
+                        text=True,
+                    )
+                    times.append(json.loads(res.stdout.strip().splitlines()[-1])["seconds"])
+                peers.append((f"GraphRicciCurvature 0.6.1 OTD {label}", times, np.load(out)))
+        print(f"# load after peers: {os.getloadavg()}")
+    exact_s = float(np.median(rows[0][1]))
     print(
-        f"\ncurvature: min {float(ours.min()):.3f}, median {float(ours.median()):.3f}, "
-        f"max {float(ours.max()):.3f}"
+        "\n| implementation | seconds (median) | time / georag exact | "
+        "max abs curvature difference to georag exact |"
+    )
+    print("|---|---:|---:|---:|")
+    table = [(name, times, ours[m].numpy()) for (name, times), m in zip(rows, ours)]
+    for name, times, kappa in table + peers:
+        seconds = float(np.median(times))
+        diff = float(np.abs(kappa - ours["exact"].numpy()).max())
+        print(f"| {name} | {seconds:.2f} | {seconds / exact_s:.2f} | {diff:.2e} |")
+    kappa = ours["exact"]
+    print(
+        f"\ncurvature: min {float(kappa.min()):.3f}, median {float(kappa.median()):.3f}, "
+        f"max {float(kappa.max()):.3f}"
     )
 
 

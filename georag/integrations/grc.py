@@ -15,6 +15,17 @@ Methods map onto georag's solvers:
   regularization 0.1, whose error is not bounded; these numbers are closer to "OTD";
 - ``"ATD"`` -> ``method="average"`` (average transportation distance).
 
+Large graphs: an undirected graph with at least ``sparse_min_nodes`` nodes (default
+:data:`SPARSE_MIN_NODES`) gets its curvature (``compute_ricci_curvature``,
+``compute_ricci_curvature_edges``) from
+:func:`georag.geometry.sparse_ricci.sparse_ollivier_ricci`, which needs no N x N matrix:
+exact on a CPU ``device`` (the same numbers as the dense exact path, to 1e-9), the
+certified batched interior point on any other device (every curvature within 1e-6 of
+exact; within ``accuracy`` for method "Sinkhorn"). It is taken for "OTD",
+"OTDSinkhornMix" and "Sinkhorn" when ``nbr_topk`` is at least the largest degree (the
+sparse path spreads over every neighbour); ``sparse_min_nodes=None`` keeps the dense path
+always. Flows stay on the dense path.
+
 Options it cannot honour raise ``ValueError``: a multigraph; a flow on a directed graph
 (GRC fails there too: ``nx.is_connected`` is undefined for directed graphs); edge
 weights missing on some edges only, or negative/non-finite. ``proc``, ``chunksize``,
@@ -34,11 +45,18 @@ import numpy as np
 import torch
 
 from georag.geometry.ricci import ollivier_ricci, ricci_flow
+from georag.geometry.sparse_ricci import sparse_ollivier_ricci
 
-__all__ = ["OllivierRicci", "METHODS"]
+__all__ = ["OllivierRicci", "METHODS", "SPARSE_MIN_NODES"]
 
 #: GraphRicciCurvature's method names and the georag solver each one runs.
 METHODS = {"OTD": "exact", "OTDSinkhornMix": "auto", "Sinkhorn": "sinkhorn", "ATD": "average"}
+#: Undirected graphs from this many nodes take the sparse curvature path. Measured on
+#: k = 5 nearest-neighbour graphs of random points (1 CPU thread, loaded machine): at 200
+#: nodes the two paths cost about the same (0.16 s dense, 0.13 s sparse), at 400 the
+#: sparse one is 2x faster and at 800 8x (4.1 s vs 0.5 s); the dense path's all-pairs
+#: distances grow as N^3.
+SPARSE_MIN_NODES = 300
 _VERBOSE = ("INFO", "TRACE", "DEBUG", "ERROR")
 _SHORTEST_PATH = ("all_pairs", "pairwise")
 
@@ -70,6 +88,9 @@ class OllivierRicci:
         Where the tensors live (the network simplex runs on the CPU).
     accuracy : float
         Curvature error bound of method "Sinkhorn".
+    sparse_min_nodes : int or None
+        Undirected graphs with at least this many nodes get their curvature from the
+        sparse path (see the module docstring); None: never.
     """
 
     def __init__(
@@ -89,6 +110,7 @@ class OllivierRicci:
         *,
         device: str | torch.device | None = None,
         accuracy: float = 5e-3,
+        sparse_min_nodes: int | None = SPARSE_MIN_NODES,
     ) -> None:
         if G.is_multigraph():
             raise ValueError(
@@ -100,6 +122,9 @@ class OllivierRicci:
             raise ValueError(
                 f"shortest_path must be one of {_SHORTEST_PATH}, got {shortest_path!r}"
             )
+        if sparse_min_nodes is not None and sparse_min_nodes < 1:
+            raise ValueError(f"sparse_min_nodes must be >= 1 or None, got {sparse_min_nodes}")
+        self.sparse_min_nodes = sparse_min_nodes
         self.set_verbose(verbose)
         self.G = G.copy()
         self.weight, self.alpha, self.method = weight, alpha, method
@@ -171,13 +196,16 @@ class OllivierRicci:
             ``{(u, v): curvature}`` keyed as the edges were given.
         """
         edges = list(edge_list) if edge_list else list(self.G.edges())
+        for u, v in edges:
+            if not self.G.has_edge(u, v):
+                raise ValueError(f"edge_list holds ({u!r}, {v!r}), which is not an edge of G")
+        if self._sparse():
+            return self._sparse_curvature(edges)
         nodes, lengths, adjacency = self._tensors(self.G)
         index = {v: k for k, v in enumerate(nodes)}
         directed = self.G.is_directed()
         mask = torch.zeros_like(adjacency)
         for u, v in edges:
-            if not self.G.has_edge(u, v):
-                raise ValueError(f"edge_list holds ({u!r}, {v!r}), which is not an edge of G")
             mask[0, index[u], index[v]] = True
         kappa = (
             ollivier_ricci(
@@ -187,6 +215,37 @@ class OllivierRicci:
             .numpy()
         )
         return {(u, v): float(kappa[index[u], index[v]]) for u, v in edges}
+
+    def _sparse(self) -> bool:
+        """Whether the curvature takes the sparse path (see the module docstring)."""
+        graph = self.G
+        return (
+            self.sparse_min_nodes is not None
+            and graph.number_of_nodes() >= self.sparse_min_nodes
+            and not graph.is_directed()
+            and self.method != "ATD"
+            and self.nbr_topk >= max((d for _, d in graph.degree()), default=0)
+        )
+
+    def _sparse_curvature(self, edges: list[tuple]) -> dict[tuple, float]:
+        nodes = list(self.G.nodes())
+        index = {v: k for k, v in enumerate(nodes)}
+        pairs = [(index[x], index[y], float(w)) for x, y, w in self.G.edges(data=self.weight)]
+        edge_index = torch.tensor([[x for x, _, _ in pairs], [y for _, y, _ in pairs]])
+        lengths = torch.tensor([w for _, _, w in pairs], dtype=torch.float64)
+        kappa = sparse_ollivier_ricci(
+            edge_index.reshape(2, -1).to(self.device),
+            lengths.to(self.device),
+            len(nodes),
+            alpha=self.alpha,
+            exp_power=float(self.exp_power),
+            base=self.base,
+            accuracy=self.accuracy if self.method == "Sinkhorn" else 1e-6,
+        ).tolist()
+        at = {}
+        for k, (x, y, _) in enumerate(pairs):
+            at[x, y] = at[y, x] = kappa[k]
+        return {(u, v): at[index[u], index[v]] for u, v in edges}
 
     def compute_ricci_curvature(self) -> nx.Graph:
         """Edge attribute "ricciCurvature" on every edge; node attribute "ricciCurvature"

@@ -478,3 +478,38 @@ def test_weighted_karate_matches_the_peer(spec):
     np.testing.assert_allclose(
         [w for _, _, w in flow.edges(data=spec["weight"])], ref["flow"], atol=1e-6
     )
+
+
+def test_large_graphs_take_the_sparse_path_with_the_same_numbers():
+    gen = np.random.default_rng(4)
+    graph = nx.Graph()
+    graph.add_nodes_from(range(70))  # node 69 stays isolated
+    for piece in (range(0, 40), range(40, 69)):  # two components
+        nodes = list(piece)
+        graph.add_edges_from(zip(nodes[:-1], nodes[1:]))
+        for _ in range(2 * len(nodes)):
+            x, y = gen.choice(nodes, 2, replace=False)
+            graph.add_edge(int(x), int(y))
+    for _, _, data in graph.edges(data=True):
+        data["weight"] = float(10.0 ** gen.uniform(-2, 1))
+    subset = list(graph.edges())[::5]
+    for method in ("OTD", "OTDSinkhornMix"):
+        dense = OllivierRicci(graph, method=method, sparse_min_nodes=None)
+        sparse = OllivierRicci(graph, method=method, sparse_min_nodes=50)
+        assert sparse._sparse() and not dense._sparse()
+        got, want = sparse.compute_ricci_curvature(), dense.compute_ricci_curvature()
+        for x, y in graph.edges():
+            assert abs(got[x][y]["ricciCurvature"] - want[x][y]["ricciCurvature"]) < 1e-9
+        for node in graph.nodes():
+            if graph.degree(node):
+                assert (
+                    abs(got.nodes[node]["ricciCurvature"] - want.nodes[node]["ricciCurvature"])
+                    < 1e-9
+                )
+        part = sparse.compute_ricci_curvature_edges(subset)
+        assert list(part) == subset
+        assert all(abs(part[e] - want.edges[e]["ricciCurvature"]) < 1e-9 for e in subset)
+    # nbr_topk below the largest degree: the sparse path cannot honour it, dense is used
+    assert not OllivierRicci(graph, nbr_topk=2, sparse_min_nodes=50)._sparse()
+    with pytest.raises(ValueError, match="sparse_min_nodes"):
+        OllivierRicci(graph, sparse_min_nodes=0)
