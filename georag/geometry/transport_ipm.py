@@ -179,7 +179,7 @@ def transport_ipm(
     b = b * (a.sum(-1) / b.sum(-1))[:, None]
     full = (a > 0)[..., :, None] & (b > 0)[..., None, :]
     cost = torch.where(full, cost, 0.0)
-    full_a, full_b = a, b
+    full_a, full_b, full_cost = a, b, cost
     # masses below _DROP of the total stay out of the iterations (they would pin the
     # steps to the boundary for no gain); the bounds below still cover them
     row_ok = a > _DROP * a.sum(-1, keepdim=True)
@@ -191,35 +191,44 @@ def transport_ipm(
     first = torch.zeros_like(col_ok)
     first.scatter_(1, col_ok.to(torch.int8).argmax(-1, keepdim=True), True)
     size = ok.sum((-2, -1)).double()
-    gap = torch.as_tensor(gap, dtype=torch.float64, device=a.device).expand(a.shape[0])
+    gap = torch.as_tensor(gap, dtype=torch.float64, device=a.device).expand(a.shape[0]).clone()
     # a strictly feasible start: the product plan, slacks 1 above dual feasibility
     x = torch.where(ok, a[..., :, None] * b[..., None, :] / a.sum(-1)[:, None, None], 0.0)
     f = torch.zeros_like(a)
     g = torch.where(ok, cost, math.inf).amin(-2).where(col_ok, 0.0) - 1.0
     s = torch.where(ok, cost - g[..., None, :], 1.0)
     pin = ~col_ok | first
-    keep = ~pin
     mask = ok.double()
     eye = torch.eye(b.shape[1], dtype=torch.float64, device=a.device)
-    active = torch.ones_like(size, dtype=torch.bool)
+    # the working set shrinks as problems reach their gap (or fail: a singular Schur
+    # complement, a non-finite step); their plan and potentials are written back here
+    plan, potential = x.clone(), f.clone()
+    work = torch.arange(len(size), device=a.device)
+    stuck = torch.zeros_like(size, dtype=torch.bool)
+    live = (a, b, cost, mask, row_ok, pin, size, gap, x, s, f, g)
     iterations = 0
     for iterations in range(1, max_iter + 1):  # noqa: B007 (the count is returned)
-        rp = (a - x.sum(-1), b - x.sum(-2))
-        rd = (cost - f[..., :, None] - g[..., None, :] - s) * mask
+        a, b, cost, mask, row_ok, pin, size, gap, x, s, f, g = live
         xs = x * s
         mu = xs.sum((-2, -1)) / size
-        active = active & (mu * size > gap)
-        if not bool(active.any()):
-            break
+        active = (mu * size > gap) & ~stuck
+        if not bool(active.all()):
+            plan[work[~active]], potential[work[~active]] = x[~active], f[~active]
+            live = tuple(t[active] for t in live)
+            work, xs, mu = work[active], xs[active], mu[active]
+            a, b, cost, mask, row_ok, pin, size, gap, x, s, f, g = live
+            if not len(work):
+                break
+        rp = (a - x.sum(-1), b - x.sum(-2))
+        rd = (cost - f[..., :, None] - g[..., None, :] - s) * mask
         ratio = x / s
         row_sum = torch.where(row_ok, ratio.sum(-1), 1.0)
         schur = torch.diag_embed(ratio.sum(-2)) - torch.bmm(
             ratio.transpose(1, 2), ratio / row_sum[..., None]
         )
-        schur = torch.where(keep[..., :, None] & keep[..., None, :], schur, eye)
+        schur = torch.where(pin[..., :, None] | pin[..., None, :], eye, schur)
         lu, pivots, info = torch.linalg.lu_factor_ex(schur)
-        active = active & (info == 0)
-        factor = (torch.where(active[:, None, None], lu, eye), pivots)  # failed: frozen
+        factor = (torch.where((info == 0)[:, None, None], lu, eye), pivots)
         # predictor (affine scaling), then Mehrotra's centred corrector
         dx, df, dg, ds = _newton(x, s, mask, pin, factor, row_sum, ratio, rp, rd, -xs)
         tp, td = _step(x, dx)[:, None, None], _step(s, ds)[:, None, None]
@@ -228,15 +237,19 @@ def transport_ipm(
         rc = (sigma * mu)[:, None, None] * mask - xs - dx * ds
         dx, df, dg, ds = _newton(x, s, mask, pin, factor, row_sum, ratio, rp, rd, rc)
         tp, td = _STEP * _step(x, dx), _STEP * _step(s, ds)
-        go = active & torch.isfinite(tp + td + df.sum(-1) + dg.sum(-1))
-        if not bool(go.all()):  # frozen problems: no step (and no NaN through 0 * NaN)
-            tp, td = tp.where(go, 0.0), td.where(go, 0.0)
-            dx, ds = dx.where(go[:, None, None], 0.0), ds.where(go[:, None, None], 0.0)
-            df, dg = df.where(go[:, None], 0.0), dg.where(go[:, None], 0.0)
+        stuck = (info != 0) | ~torch.isfinite(tp + td + df.sum(-1) + dg.sum(-1))
+        if bool(stuck.any()):  # no step (and no NaN through 0 * NaN); dropped next round
+            tp, td = tp.where(~stuck, 0.0), td.where(~stuck, 0.0)
+            dx, ds = dx.where(~stuck[:, None, None], 0.0), ds.where(~stuck[:, None, None], 0.0)
+            df, dg = df.where(~stuck[:, None], 0.0), dg.where(~stuck[:, None], 0.0)
         x = x + tp[:, None, None] * dx
         s = s + td[:, None, None] * ds
         f = f + td[:, None] * df
         g = g + td[:, None] * dg
-        active = go
-    lower, upper = _bounds(full_a, full_b, cost, x, f.where(row_ok, -math.inf), full)
+        live = (a, b, cost, mask, row_ok, pin, size, gap, x, s, f, g)
+    plan[work], potential[work] = live[8], live[10]
+    row_ok = full_a > _DROP * full_a.sum(-1, keepdim=True)
+    lower, upper = _bounds(
+        full_a, full_b, full_cost, plan, potential.where(row_ok, -math.inf), full
+    )
     return IPMResult(lower, upper, iterations)
