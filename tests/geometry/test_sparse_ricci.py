@@ -95,13 +95,18 @@ def pieces_graph(seed: int, sizes: list[int], isolated: int, density: float, low
     p=st.sampled_from([0.0, 1.0, 2.0]),
     alpha=st.sampled_from([0.0, 0.5, 1.0]),
     dtype=st.sampled_from([torch.float32, torch.float64]),
+    distances=st.sampled_from(["scipy", "torch"]),
 )
-def test_batched_equals_exact_within_accuracy(seed, sizes, isolated, density, low, p, alpha, dtype):
+def test_batched_equals_exact_within_accuracy(
+    seed, sizes, isolated, density, low, p, alpha, dtype, distances
+):
     edge_index, lengths, n = pieces_graph(seed, sizes, isolated, density, low)
     lengths = lengths.to(dtype)
-    options = dict(alpha=alpha, exp_power=p)
+    options = dict(alpha=alpha, exp_power=p, chunk=5)
     exact = sparse_ollivier_ricci(edge_index, lengths, n, method="exact", **options)
-    batched = sparse_ollivier_ricci(edge_index, lengths, n, method="batched", chunk=5, **options)
+    batched = sparse_ollivier_ricci(
+        edge_index, lengths, n, method="batched", distances=distances, **options
+    )
     assert batched.dtype == dtype and torch.isfinite(batched).all()
     # the certificate bounds the error by `accuracy`; the rest is rounding of kappa itself
     # (|kappa| reaches 1e10 when d(x, y) = 1e-7 meets neighbours at 1e3)
@@ -128,6 +133,8 @@ def test_batched_matches_dense_at_its_accuracy_and_auto_is_exact_on_cpu(caplog):
             assert (got - reference).abs().max() <= accuracy
     assert "batched transport" in caplog.text
     torch.testing.assert_close(auto, reference, atol=1e-9, rtol=0)
+    swept = sparse_ollivier_ricci(edge_index, lengths, n, method="exact", distances="torch")
+    torch.testing.assert_close(swept, reference, atol=1e-9, rtol=0)
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
@@ -135,7 +142,9 @@ def test_cuda_batched_matches_cpu_exact():
     edge_index, lengths, n = pieces_graph(11, [40, 25, 3], 1, 0.15, -3.0)
     exact = sparse_ollivier_ricci(edge_index, lengths, n, method="exact")
     for dtype in (torch.float64, torch.float32):
-        got = sparse_ollivier_ricci(edge_index.cuda(), lengths.to("cuda", dtype), n)  # auto
+        got = sparse_ollivier_ricci(  # auto: batched on CUDA
+            edge_index.cuda(), lengths.to("cuda", dtype), n, distances="torch"
+        )
         assert got.device.type == "cuda" and got.dtype == dtype
         rtol = 1e-6 if dtype == torch.float32 else 1e-12
         np.testing.assert_allclose(got.double().cpu(), exact, rtol=rtol, atol=2e-6)
@@ -148,6 +157,7 @@ def test_cuda_batched_matches_cpu_exact():
         ({"accuracy": 0.0}, "accuracy"),
         ({"batch_elements": 0}, "batch_elements"),
         ({"chunk": 0}, "chunk"),
+        ({"distances": "networkx"}, "distances"),
     ],
 )
 def test_bad_options_are_rejected(options, match):
