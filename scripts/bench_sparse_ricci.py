@@ -7,11 +7,12 @@ edge length ``1 - cos``), computes the curvature of every edge with
 exact path (network simplex per edge) and its batched path (certified batched interior
 point, on ``--device``), and with GraphRicciCurvature 0.6.1 (``method="OTD"``, proc=1
 and its default proc=cpu_count, in ``.venv-peers``), all in one run, and prints seconds
-(medians over ``--repeats``), speed ratios, the max abs difference to georag's exact
+(medians over ``--repeats``), time ratios, the max abs difference to georag's exact
 path and, for georag, the split between the shared distance part (scipy, CPU) and the
 transport part::
 
     python scripts/bench_sparse_ricci.py --threads 1 --data-dir /work/shared/data
+    python scripts/bench_sparse_ricci.py --device cuda --distances torch  # on a GPU
 """
 
 from __future__ import annotations
@@ -86,6 +87,19 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--device", default="cpu", help="device of the batched path")
+    parser.add_argument(
+        "--distances",
+        default="scipy",
+        choices=("scipy", "torch"),
+        help="shortest paths of the batched path (torch: sweeps on --device)",
+    )
+    parser.add_argument(
+        "--accuracies",
+        type=float,
+        nargs="+",
+        default=[1e-6],
+        help="one batched row per curvature accuracy",
+    )
     parser.add_argument("--no-peer", action="store_true")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
@@ -104,7 +118,8 @@ def main() -> None:
     print(
         f"# SciFact corpus k-NN graph: {n} nodes, k={args.k}, {edge_index.shape[1]} "
         f"undirected edges, lengths 1 - cos (MiniLM, cache hit {hit}); {args.threads} torch "
-        f"threads, {os.cpu_count()} CPUs, batched path on {args.device}, "
+        f"threads, {os.cpu_count()} CPUs, batched path on {args.device} with "
+        f"distances={args.distances!r}, "
         f"load {os.getloadavg()}"
     )
     records = _Records()
@@ -113,18 +128,28 @@ def main() -> None:
     logger.setLevel(logging.INFO)
     ours = {}
     rows = []
-    for method, device in (("exact", "cpu"), ("batched", args.device)):
+    runs = [("exact", "cpu", "scipy", 1e-6)]
+    runs += [("batched", args.device, args.distances, acc) for acc in args.accuracies]
+    for method, device, distances, accuracy in runs:
         times = []
         for _ in range(args.repeats):
             if device.startswith("cuda"):
                 torch.cuda.synchronize()
             start = time.perf_counter()
             kappa = sparse_ollivier_ricci(
-                edge_index.to(device), lengths.to(device), n, method=method
+                edge_index.to(device),
+                lengths.to(device),
+                n,
+                method=method,
+                distances=distances,
+                accuracy=accuracy,
             ).cpu()
             times.append(time.perf_counter() - start)
-        ours[method] = kappa
-        rows.append((f"georag sparse_ollivier_ricci method={method!r} ({device})", times))
+        name = f"georag sparse_ollivier_ricci method={method!r} ({device}, {distances})"
+        if method == "batched":
+            name += f" accuracy={accuracy:g}"
+        ours[name] = kappa
+        rows.append((name, times))
     print(f"# load after georag: {os.getloadavg()}")
     for message in records.messages:
         print(f"# {message}")
@@ -153,20 +178,19 @@ def main() -> None:
                 peers.append((f"GraphRicciCurvature 0.6.1 OTD {label}", times, np.load(out)))
         print(f"# load after peers: {os.getloadavg()}")
     exact_s = float(np.median(rows[0][1]))
+    exact = ours[rows[0][0]].numpy()
     print(
         "\n| implementation | seconds (median) | time / georag exact | "
         "max abs curvature difference to georag exact |"
     )
     print("|---|---:|---:|---:|")
-    table = [(name, times, ours[m].numpy()) for (name, times), m in zip(rows, ours)]
+    table = [(name, times, ours[name].numpy()) for name, times in rows]
     for name, times, kappa in table + peers:
         seconds = float(np.median(times))
-        diff = float(np.abs(kappa - ours["exact"].numpy()).max())
+        diff = float(np.abs(kappa - exact).max())
         print(f"| {name} | {seconds:.2f} | {seconds / exact_s:.2f} | {diff:.2e} |")
-    kappa = ours["exact"]
     print(
-        f"\ncurvature: min {float(kappa.min()):.3f}, median {float(kappa.median()):.3f}, "
-        f"max {float(kappa.max()):.3f}"
+        f"\ncurvature: min {exact.min():.3f}, median {np.median(exact):.3f}, max {exact.max():.3f}"
     )
 
 
