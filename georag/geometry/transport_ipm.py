@@ -43,7 +43,7 @@ class IPMResult:
         rounding of about 1e-16 times the largest cost (the scale of the potentials);
         ``lower`` is ``-inf`` where the potentials are not finite.
     iterations : int
-        Interior-point iterations run (the same for the whole batch).
+        Interior-point iterations run (by the slowest problem of the batch).
     """
 
     lower: torch.Tensor
@@ -136,7 +136,8 @@ def transport_ipm(
     gap: float | torch.Tensor = 1e-10,
     max_iter: int = 60,
 ) -> IPMResult:
-    """Exact transport cost of a batch of padded problems, with certified bounds.
+    """Transport cost of a batch of padded problems, each to its duality gap, with
+    certified bounds.
 
     Parameters
     ----------
@@ -174,12 +175,20 @@ def transport_ipm(
         )
     if max_iter < 1:
         raise ValueError(f"max_iter must be >= 1, got {max_iter}")
+    gap = torch.as_tensor(gap, dtype=torch.float64, device=a.device)
+    if not torch.isfinite(gap).all() or (gap < 0).any():
+        raise ValueError("gap must be finite and non-negative")
     a, b, cost = a.double(), b.double(), cost.double()
+    for name, m in (("a", a), ("b", b)):
+        if not torch.isfinite(m).all() or (m < 0).any():
+            raise ValueError(f"{name} must be finite and non-negative")
     if not ((a > 0).any(-1) & (b > 0).any(-1)).all():
         raise ValueError("every problem must carry positive mass in a and in b")
     b = b * (a.sum(-1) / b.sum(-1))[:, None]
     full = (a > 0)[..., :, None] & (b > 0)[..., None, :]
     cost = torch.where(full, cost, 0.0)
+    if not torch.isfinite(cost).all() or (cost < 0).any():
+        raise ValueError("cost must be finite and non-negative where both masses are positive")
     full_a, full_b, full_cost = a, b, cost
     # masses below _DROP of the total stay out of the iterations (they would pin the
     # steps to the boundary for no gain); the bounds below still cover them
@@ -192,7 +201,7 @@ def transport_ipm(
     first = torch.zeros_like(col_ok)
     first.scatter_(1, col_ok.to(torch.int8).argmax(-1, keepdim=True), True)
     size = ok.sum((-2, -1)).double()
-    gap = torch.as_tensor(gap, dtype=torch.float64, device=a.device).expand(a.shape[0]).clone()
+    gap = gap.expand(a.shape[0]).clone()
     # a strictly feasible start: the product plan, slacks 1 above dual feasibility
     x = torch.where(ok, a[..., :, None] * b[..., None, :] / a.sum(-1)[:, None, None], 0.0)
     f = torch.zeros_like(a)

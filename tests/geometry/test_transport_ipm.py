@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 import torch
@@ -74,11 +76,16 @@ def test_float32_input_and_a_per_problem_gap():
     [
         (torch.ones(2, 3), torch.ones(2, 3), torch.ones(2, 3, 2), "shapes"),
         (torch.ones(1, 2), torch.zeros(1, 2), torch.ones(1, 2, 2), "positive mass"),
+        (-torch.ones(1, 2), torch.ones(1, 2), torch.ones(1, 2, 2), "a must be"),
+        (torch.ones(1, 2), torch.tensor([[1.0, math.nan]]), torch.ones(1, 2, 2), "b must be"),
+        (torch.ones(1, 2), torch.ones(1, 2), torch.full((1, 2, 2), math.inf), "cost must be"),
     ],
 )
 def test_bad_input_is_rejected(a, b, cost, match):
     with pytest.raises(ValueError, match=match):
         transport_ipm(a, b, cost)
+    with pytest.raises(ValueError, match="gap"):
+        transport_ipm(torch.ones(1, 2), torch.ones(1, 2), torch.ones(1, 2, 2), gap=-1.0)
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
