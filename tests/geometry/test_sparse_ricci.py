@@ -140,14 +140,14 @@ def test_batched_matches_dense_at_its_accuracy_and_auto_is_exact_on_cpu(caplog):
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_cuda_batched_matches_cpu_exact():
     edge_index, lengths, n = pieces_graph(11, [40, 25, 3], 1, 0.15, -3.0)
-    exact = sparse_ollivier_ricci(edge_index, lengths, n, method="exact")
     for dtype in (torch.float64, torch.float32):
+        exact = sparse_ollivier_ricci(edge_index, lengths.to(dtype), n, method="exact")
         got = sparse_ollivier_ricci(  # auto: batched on CUDA
             edge_index.cuda(), lengths.to("cuda", dtype), n, distances="torch"
         )
         assert got.device.type == "cuda" and got.dtype == dtype
         rtol = 1e-6 if dtype == torch.float32 else 1e-12
-        np.testing.assert_allclose(got.double().cpu(), exact, rtol=rtol, atol=2e-6)
+        np.testing.assert_allclose(got.double().cpu(), exact.double(), rtol=rtol, atol=2e-6)
 
 
 @pytest.mark.parametrize(
