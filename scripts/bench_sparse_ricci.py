@@ -180,15 +180,16 @@ def main() -> None:
     exact_s = float(np.median(rows[0][1]))
     exact = ours[rows[0][0]].numpy()
     print(
-        "\n| implementation | seconds (median) | time / georag exact | "
+        "\n| implementation | seconds (median) | runs | time / georag exact | "
         "max abs curvature difference to georag exact |"
     )
-    print("|---|---:|---:|---:|")
+    print("|---|---:|---|---:|---:|")
     table = [(name, times, ours[name].numpy()) for name, times in rows]
     for name, times, kappa in table + peers:
         seconds = float(np.median(times))
         diff = float(np.abs(kappa - exact).max())
-        print(f"| {name} | {seconds:.2f} | {seconds / exact_s:.2f} | {diff:.2e} |")
+        each = ", ".join(f"{t:.1f}" for t in times)
+        print(f"| {name} | {seconds:.2f} | {each} | {seconds / exact_s:.2f} | {diff:.2e} |")
     print(
         f"\ncurvature: min {exact.min():.3f}, median {np.median(exact):.3f}, max {exact.max():.3f}"
     )
