@@ -12,40 +12,24 @@ exact set-up, the torch threads and the load average are printed::
 
 from __future__ import annotations
 
-import argparse
-import os
-import statistics
-import time
-
-import torch
-
 import georag
 from georag.data.beir import load_beir
+from georag.eval.bench import bench_parser, start
+from georag.eval.timing import timed
 from georag.retrieval.candidates import FirstStage, FirstStageConfig
-
-
-def _median_s(fn, repeats: int) -> float:
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+from georag.retrieval.encoder import TextEncoder
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data-dir", default=os.environ.get("GEORAG_DATA", "../shared/data"))
+    parser = bench_parser(__doc__, repeats=3)
     parser.add_argument("--methods", nargs="+", default=["maniscope", "ricci"])
     parser.add_argument("--docs", type=int, default=10, help="documents per query")
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--threads", type=int, default=1)
     args = parser.parse_args()
-    torch.set_num_threads(args.threads)
-    print(f"torch threads {torch.get_num_threads()}, load average {os.getloadavg()[0]:.1f}")
+    bench = start(args, config={"data": f"scifact test, dense top-{args.docs}"})
 
     data = load_beir("scifact", data_dir=args.data_dir, download=False)
-    stage = FirstStage(data, FirstStageConfig(top_m=args.docs))
+    encoder = TextEncoder(device=bench.device)
+    stage = FirstStage(data, FirstStageConfig(top_m=args.docs), encoder=encoder)
     qids = list(data.queries)
     queries = [data.queries[q] for q in qids]
     pool = stage.retrieve(qids, queries, with_texts=True)
@@ -59,18 +43,23 @@ def main() -> None:
         "| warm loop of rank() s | loop / batch |"
     )
     print("|---|---:|---:|---:|---:|")
+    results = {}
     for method in args.methods:
         reranker = georag.Reranker(method, encoder=stage.encoder)
         reranker.cache.add(stage.units.texts, stage.embeddings)
-        start = time.perf_counter()
-        reranker.rank_batch(queries, docs_lists)
-        cold = time.perf_counter() - start
-        warm = _median_s(lambda r=reranker: r.rank_batch(queries, docs_lists), args.repeats)
-        loop = _median_s(
-            lambda r=reranker: [r.rank(q, d) for q, d in zip(queries, docs_lists)], args.repeats
+        _, cold = timed(lambda r=reranker: r.rank_batch(queries, docs_lists))
+        warm = bench.time(
+            lambda i, r=reranker: r.rank_batch(queries, docs_lists), repeats=args.repeats, warmup=0
         )
-        print(f"| {method} | {cold:.2f} | {warm:.3f} | {loop:.3f} | {loop / warm:.1f}x |")
-    print(f"\nload average at the end {os.getloadavg()[0]:.1f}")
+        loop = bench.time(
+            lambda i, r=reranker: [r.rank(q, d) for q, d in zip(queries, docs_lists)],
+            repeats=args.repeats,
+            warmup=0,
+        )
+        warm_s, loop_s = warm.median / 1e3, loop.median / 1e3
+        results[method] = {"cold_s": cold, "warm": warm.as_dict(), "loop": loop.as_dict()}
+        print(f"| {method} | {cold:.2f} | {warm_s:.3f} | {loop_s:.3f} | {loop_s / warm_s:.1f}x |")
+    bench.finish(results)
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ import torch
 from georag.data.beir import BeirDataset, load_beir
 from georag.eval.bench import bench_parser, start
 from georag.eval.timing import timed
+from georag.resources import DEFAULT_MODEL
 from georag.retrieval.candidates import FirstStage, FirstStageConfig
 from georag.retrieval.encoder import TextEncoder
 
@@ -30,7 +31,7 @@ def main() -> None:
         config={
             "dataset": args.dataset,
             "docs": args.docs,
-            "model": "all-MiniLM-L6-v2",
+            "model": DEFAULT_MODEL,
             "batch": args.batch_size,
         },
     )

@@ -36,11 +36,10 @@ import sys
 import tempfile
 from pathlib import Path
 
-from georag.eval.bench import bench_parser, busy_neighbours, start
+from georag.eval.bench import bench_parser, busy_neighbours, peer_python, start
+from georag.resources import DEFAULT_MODEL
 
 ROOT = Path(__file__).resolve().parents[1]
-PEER = ROOT / ".venv-peers" / "bin" / "python"
-RICCI_PEER = ROOT / "scripts" / "ricci_reference.py"
 POOL_METHODS = ("none", "diffusion", "maniscope", "ricci", "hyte_rescore", "hyte_rescore-cold")
 CORPUS_METHODS = ("hyte", "iso", "ppr_global")
 METHODS = POOL_METHODS + CORPUS_METHODS
@@ -94,7 +93,7 @@ def _ricci_kept(batch, count: int, single: bool):
 
 def _peers(pool, spec: dict, bench) -> dict:
     """networkx and GraphRicciCurvature per query, in this process's condition."""
-    import numpy as np
+    from bench_ricci import run_peer  # imports torch: not before the thread policy
 
     from georag.eval.references import networkx_diffusion, networkx_maniscope
     from georag.eval.synthetic import top_pool
@@ -114,27 +113,9 @@ def _peers(pool, spec: dict, bench) -> dict:
     rows["diffusion"] = bench.time(diffusion, repeats=n, warmup=1).as_dict()
     rows["maniscope"] = bench.time(maniscope, repeats=n, warmup=1).as_dict()
     graphs = spec["ricci_peer_graphs"]
-    if PEER.exists() and graphs:
+    if peer_python() is not None and graphs:
         adjacency = query_graphs(pool.slice(0, graphs))[0].numpy()
-        with tempfile.TemporaryDirectory() as tmp:
-            inp, out = Path(tmp) / "g.npz", Path(tmp) / "r.npz"
-            np.savez(inp, lengths=adjacency.astype(np.float64), adjacency=adjacency)
-            subprocess.run(
-                [
-                    str(PEER),
-                    str(RICCI_PEER),
-                    str(inp),
-                    str(out),
-                    "--mode",
-                    "flow",
-                    "--iterations",
-                    "20",
-                    "--proc",
-                    "1",
-                ],
-                check=True,
-            )
-            ref = dict(np.load(out))
+        ref = run_peer(adjacency, "flow", 1)
         seconds = sorted(ref["seconds"] * 1e3)
         from georag.eval.timing import Timing
 
@@ -443,7 +424,7 @@ def main() -> None:
     bench = start(
         args,
         config={
-            "data": "SciFact test, dense all-MiniLM-L6-v2 top-100",
+            "data": f"SciFact test, dense {DEFAULT_MODEL} top-100",
             "B=1 queries": args.queries,
             "batch": args.batch,
             "repeats": args.repeats,
@@ -452,7 +433,7 @@ def main() -> None:
             "GraphRicciCurvature graphs": (
                 f"{args.ricci_peer_graphs} quiet, {args.busy_ricci_peer_graphs} busy"
             ),
-            "peers env": str(PEER) if PEER.exists() else "absent (make peers)",
+            "peers env": str(peer_python() or "absent (make peers)"),
             "child processes": "one per configuration, thread settings applied before torch loads",
             "methods": args.methods,
         },

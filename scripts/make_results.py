@@ -11,7 +11,6 @@ The numbers in docs/results.md are printed from docs/results.json, never typed b
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
@@ -19,10 +18,12 @@ import time
 from pathlib import Path
 
 from georag._io import atomic_write
+from georag.eval.bench import bench_parser, data_root, start
 from georag.eval.plots import plot_quality_latency
 from georag.eval.report import COLUMNS, SIGNIFICANCE, environment, latex_table, markdown_table
 from georag.eval.runner import EvalConfig, run_eval
 from georag.rerank.registry import available_methods
+from georag.resources import DEFAULT_MODEL
 
 BEIR_SETS = ("scifact", "cranfield", "cisi")
 # ricci+bi encodes every kept abstract with all-mpnet-base-v2 once (about 40 CPU-minutes on
@@ -88,7 +89,7 @@ def render(
         f"- machine: {env['machine']}, {env['threads']} torch threads, CUDA: {env['cuda']}",
         f"- versions: python {env['python']}, torch {env['torch']}, "
         f"transformers {env['transformers']}, faiss {env['faiss']}",
-        "- first stage: dense all-MiniLM-L6-v2, exact faiss inner product, top 100 per query; "
+        f"- first stage: dense {DEFAULT_MODEL}, exact faiss inner product, top 100 per query; "
         "each method reranks that same pool. Latency: median ms/query at B=1 of the rerank stage "
         "alone; queries/s: batched (B=256).",
         "",
@@ -128,8 +129,7 @@ def render(
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data-dir", default="../shared/data")
+    parser = bench_parser(__doc__, repeats=None, device=False)
     parser.add_argument("--docs", type=Path, default=Path("docs"))
     parser.add_argument("--runs", type=Path, default=Path("runs/results"))
     parser.add_argument("--max-queries", type=int, help="smoke runs only: cut each query set")
@@ -137,19 +137,21 @@ def main() -> None:
         "--methods", nargs="+", default=list(BEIR_METHODS), help="rerankers for the BEIR-style sets"
     )
     args = parser.parse_args()
-    start, load_start = time.perf_counter(), os.getloadavg()[0]
-    rows = beir_rows(args.data_dir, args.runs, args.max_queries, args.methods)
-    multihop = multihop_rows(args.data_dir)
-    seconds = time.perf_counter() - start
+    data_dir = str(data_root(args))
+    bench = start(args, config={"methods": args.methods, "max_queries": args.max_queries})
+    rows = beir_rows(data_dir, args.runs, args.max_queries, args.methods)
+    multihop = multihop_rows(data_dir)
+    seconds = time.time() - bench.started
     payload = json.dumps({"beir": rows, "multihop": multihop}, indent=2)
     atomic_write(args.docs / "results.json", payload)
     plot_quality_latency(rows, args.docs / "quality_latency.png")
     latex = latex_table(rows, BEIR_COLUMNS)
     atomic_write(args.docs / "results.tex", latex)
     command = "python " + " ".join(sys.argv)
-    text = render(rows, multihop, command, seconds, (load_start, os.getloadavg()[0]))
+    text = render(rows, multihop, command, seconds, (bench.threads.load[0], os.getloadavg()[0]))
     atomic_write(args.docs / "results.md", text)
     print(text)
+    bench.finish({"docs": str(args.docs), "beir_rows": len(rows), "multihop_rows": len(multihop)})
 
 
 if __name__ == "__main__":

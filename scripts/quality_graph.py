@@ -17,15 +17,12 @@ Usage: ``python scripts/quality_graph.py [--datasets scifact cranfield cisi]``
 
 from __future__ import annotations
 
-import argparse
-import os
-from pathlib import Path
-
 import numpy as np
 import torch
 
 from georag.batch import CandidateBatch
 from georag.data.beir import BeirDataset, load_beir
+from georag.eval.bench import bench_parser, start
 from georag.eval.metrics import per_query
 from georag.eval.report import SIGNIFICANCE, markdown_table
 from georag.eval.stats import summarize
@@ -82,19 +79,21 @@ def score(reranker: Reranker, batch: CandidateBatch, dataset: BeirDataset) -> di
     return per_query(reranker(batch).to_run(batch), dataset.qrels, METRICS)
 
 
-def print_table(title: str, rows: list[tuple[str, dict[str, dict]]]) -> None:
+def print_table(title: str, rows: list[tuple[str, dict[str, dict]]]) -> list[dict]:
     """Means with 95% intervals, marks and the NDCG@10 p-value against the first row."""
     print(f"\n{title}\n")
     table = summarize(dict(rows), METRICS, baseline=rows[0][0])
     print(markdown_table(table, ("method", *METRICS, "ndcg@10_p_value")), end="")
+    return table
 
 
-def run_dataset(name: str, data_dir: Path, encoder: TextEncoder, pools: list[int], seed: int):
+def run_dataset(name: str, data_dir: str | None, encoder: TextEncoder, pools: list[int], seed: int):
+    """Print the tables of one data set and return them (``{pool: summary rows}``)."""
     dataset = load_beir(name, data_dir=data_dir, download=False)
     query_ids = list(dataset.queries)
     query_emb = encoder.encode([dataset.queries[q] for q in query_ids]).float()
     print(f"\n=== {name}: {len(dataset.corpus)} documents, {len(query_ids)} judged queries")
-    stage = None
+    stage, tables = None, {}
     for m in pools:
         stage = FirstStage(dataset, FirstStageConfig(first_stage="dense", top_m=m), encoder=encoder)
         batch = stage.retrieve(
@@ -106,7 +105,7 @@ def run_dataset(name: str, data_dir: Path, encoder: TextEncoder, pools: list[int
             ("maniscope", Maniscope(ManiscopeConfig(top_m=m))),
         ]
         rows = [(label, score(method, batch, dataset)) for label, method in methods]
-        print_table(f"[{name}] hard pool: dense top-{m}", rows)
+        tables[f"dense top-{m}"] = print_table(f"[{name}] hard pool: dense top-{m}", rows)
     easy = easy_pool(dataset, stage, query_emb, seed)
     methods = [
         ("dense", IdentityReranker()),
@@ -114,31 +113,32 @@ def run_dataset(name: str, data_dir: Path, encoder: TextEncoder, pools: list[int
         ("maniscope", Maniscope(ManiscopeConfig(top_m=10))),
     ]
     rows = [(label, score(method, easy, dataset)) for label, method in methods]
-    print_table(
+    tables["easy"] = print_table(
         f"[{name}] easy pool (seed 001 protocol): <= {EASY_RELEVANT} relevant + "
         f"{EASY_NEGATIVES} random negatives, seed {seed}",
         rows,
     )
+    return tables
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = bench_parser(__doc__, repeats=None)
     parser.add_argument("--datasets", nargs="+", default=["scifact", "cranfield", "cisi"])
     parser.add_argument("--pools", nargs="+", type=int, default=[50, 100])
-    parser.add_argument("--data-dir", type=Path, default=None, help="default: $GEORAG_DATA")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
-    data_dir = args.data_dir or Path(
-        os.environ.get("GEORAG_DATA", Path(__file__).resolve().parents[2] / "shared" / "data")
-    )
-    encoder = TextEncoder(show_progress=False)
+    bench = start(args, config={"pools": args.pools, "seed": args.seed, "metrics": METRICS})
+    encoder = TextEncoder(show_progress=False, device=bench.device)
     print(
         f"encoder {encoder.name} (D={encoder.dim}); metrics {', '.join(METRICS)} "
         "(means over judged queries); rerankers use the whole pool"
     )
     print(SIGNIFICANCE)
-    for name in args.datasets:
-        run_dataset(name, data_dir, encoder, args.pools, args.seed)
+    results = {
+        name: run_dataset(name, args.data_dir, encoder, args.pools, args.seed)
+        for name in args.datasets
+    }
+    bench.finish(results)
 
 
 if __name__ == "__main__":

@@ -14,18 +14,19 @@ paper's Table 3: r = arcosh(t / sqrt(K)) of general and specific words.
 
 from __future__ import annotations
 
-import argparse
-import json
 import tempfile
-import time
 from pathlib import Path
 
 import torch
 
+from georag.batch import scores_to_run
 from georag.data.beir import load_beir
+from georag.eval.bench import bench_parser, start
 from georag.eval.metrics import evaluate
+from georag.eval.timing import timed
 from georag.geometry.hyperbolic import lorentz_gram, radial_coordinate
 from georag.models.hyte import HyTEEncoder
+from georag.resources import DEFAULT_MODEL
 from georag.retrieval.candidates import corpus_embeddings
 from georag.retrieval.encoder import TextEncoder
 from georag.retrieval.lorentz_index import LorentzIndex, build_lorentz_index
@@ -44,18 +45,12 @@ PAIRS = [
 
 
 def _doc_run(
-    index: LorentzIndex, qids: list[str], scores: torch.Tensor, indices: torch.Tensor
+    qids: list[str], scores: torch.Tensor, rows: torch.Tensor, doc_of: list[str]
 ) -> dict[str, dict[str, float]]:
-    """Chunk hits -> document run (a document scores as its best chunk)."""
-    doc_of = index.doc_ids
-    run: dict[str, dict[str, float]] = {}
-    for qid, row_s, row_i in zip(qids, scores.tolist(), indices.tolist(), strict=True):
-        docs: dict[str, float] = {}
-        for s, i in zip(row_s, row_i, strict=True):
-            if i >= 0 and s > docs.get(doc_of[i], -float("inf")):
-                docs[doc_of[i]] = s
-        run[qid] = docs
-    return run
+    """Hits (rows of ``doc_of``, -1 for none) -> document run; a document scores as its best
+    chunk (:func:`georag.batch.scores_to_run`)."""
+    ids = [[doc_of[i] for i in row] for row in rows.tolist()]
+    return scores_to_run(scores, rows >= 0, qids, ids)
 
 
 def _exhaustive(index: LorentzIndex, queries: list[str], k: int = 100):
@@ -65,7 +60,7 @@ def _exhaustive(index: LorentzIndex, queries: list[str], k: int = 100):
 
 def evaluate_dataset(
     name: str,
-    data_dir: str,
+    data_dir: str | None,
     encoders: dict[str, HyTEEncoder],
     dense: TextEncoder | None,
     work: Path,
@@ -78,18 +73,16 @@ def evaluate_dataset(
     queries = [ds.queries[q] for q in qids]
     rows: list[tuple[str, dict]] = []
     for label, encoder in encoders.items():
-        start = time.perf_counter()
-        index = build_lorentz_index(docs, work / f"{name}-{label}", encoder=encoder)
-        print(
-            f"  {name}: {label} index of {len(index)} chunks built in "
-            f"{time.perf_counter() - start:.1f} s"
+        index, seconds = timed(
+            lambda e=encoder, w=work / f"{name}-{label}": build_lorentz_index(docs, w, encoder=e)
         )
+        print(f"  {name}: {label} index of {len(index)} chunks built in {seconds:.1f} s")
         if label == "untrained":
             scores, indices = index.bm25.search(queries, 100)
             rows.append(
                 (
                     "BM25 (whitespace, k1=1.2, b=0.75)",
-                    evaluate(_doc_run(index, qids, scores, indices), ds.qrels, METRICS),
+                    evaluate(_doc_run(qids, scores, indices, index.doc_ids), ds.qrels, METRICS),
                 )
             )
         for alpha in ALPHAS:
@@ -97,14 +90,14 @@ def evaluate_dataset(
             rows.append(
                 (
                     f"HyTE-H {label}, hybrid alpha={alpha}",
-                    evaluate(_doc_run(index, qids, scores, indices), ds.qrels, METRICS),
+                    evaluate(_doc_run(qids, scores, indices, index.doc_ids), ds.qrels, METRICS),
                 )
             )
         scores, indices = _exhaustive(index, queries)
         rows.append(
             (
                 f"HyTE-H {label}, exhaustive Lorentz",
-                evaluate(_doc_run(index, qids, scores, indices), ds.qrels, METRICS),
+                evaluate(_doc_run(qids, scores, indices, index.doc_ids), ds.qrels, METRICS),
             )
         )
     if dense is not None:
@@ -112,11 +105,8 @@ def evaluate_dataset(
         doc_emb, _ = corpus_embeddings([docs[d] for d in ids], dense)  # georag's disk cache
         q_emb = dense.encode(queries)
         scores, indices = (q_emb @ doc_emb.T).topk(min(100, len(ids)), dim=1)
-        run = {
-            q: {ids[j]: s for j, s in zip(ri, rs, strict=True)}
-            for q, ri, rs in zip(qids, indices.tolist(), scores.tolist(), strict=True)
-        }
-        rows.append(("dense all-MiniLM-L6-v2 cosine (reference)", evaluate(run, ds.qrels, METRICS)))
+        run = _doc_run(qids, scores, indices, ids)
+        rows.append((f"dense {DEFAULT_MODEL} cosine (reference)", evaluate(run, ds.qrels, METRICS)))
     return rows
 
 
@@ -144,24 +134,25 @@ def radial_table(encoders: dict[str, HyTEEncoder]) -> list[str]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data-dir", required=True)
+    parser = bench_parser(__doc__, repeats=None)
     parser.add_argument("--weights", help="trained projection (HyTEEncoder.save)")
     parser.add_argument("--datasets", nargs="+", default=["scifact", "cranfield", "cisi"])
     parser.add_argument("--no-dense", action="store_true")
-    parser.add_argument("--out", help="write the figures as JSON here")
     args = parser.parse_args()
-
+    bench = start(
+        args,
+        config={
+            "chunks": "W=300 O=60 words",
+            "BM25": "k1=1.2 b=0.75 whitespace, top-M=50",
+            "Lorentz": "K=1, P=1, sigmoid offset 2",
+            "untrained": "seed 0 init",
+            "trained": args.weights or "none",
+        },
+    )
     encoders = {"untrained": HyTEEncoder.from_pretrained()}
     if args.weights:
         encoders["trained"] = HyTEEncoder.from_pretrained(weights=args.weights)
-    dense = None if args.no_dense else TextEncoder("all-MiniLM-L6-v2")
-    print(
-        "config: chunks W=300 O=60 words; BM25 k1=1.2 b=0.75 whitespace; top-M=50; "
-        "K=1, P=1, sigmoid offset 2; untrained = seed 0 init; "
-        f"trained = {args.weights or 'none'}; torch {torch.__version__}, "
-        f"{torch.get_num_threads()} threads"
-    )
+    dense = None if args.no_dense else TextEncoder(DEFAULT_MODEL, device=bench.device)
     results = {}
     with tempfile.TemporaryDirectory() as tmp:
         for name in args.datasets:
@@ -175,8 +166,7 @@ def main() -> None:
     print("\n### radial coordinate r = arcosh(t / sqrt(K)) of single words (Table 3 check)\n")
     lines = radial_table(encoders)
     print("\n".join(lines))
-    if args.out:
-        Path(args.out).write_text(json.dumps({"results": results, "radial": lines}, indent=1))
+    bench.finish({"results": results, "radial": lines})
 
 
 if __name__ == "__main__":

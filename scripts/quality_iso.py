@@ -20,17 +20,17 @@ Usage: ``python scripts/quality_iso.py [--head runs/iso_rag/poincare_head.pt]``
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
-import os
-import time
 from pathlib import Path
 
 import torch
 
+from georag.config import parse_value
 from georag.data.beir import BeirDataset
 from georag.data.multihop import load_multihop
+from georag.eval.bench import bench_parser, data_root, start
 from georag.eval.metrics import evaluate
+from georag.eval.timing import timed
 from georag.models.poincare import PoincareHead
 from georag.rerank.iso_rag import (
     DenseRetriever,
@@ -170,9 +170,7 @@ def dataset_rows(
     trained = head_radius(head, p.embeddings) if head is not None else None
     rows = []
     for label, method in methods(p, config, fixed_radius(p.embeddings), trained):
-        start = time.perf_counter()
-        out = method.search(p.queries, top_k=10)
-        seconds = time.perf_counter() - start
+        out, seconds = timed(lambda m=method: m.search(p.queries, top_k=10))
         values = evaluate(output_to_run(out, p.query_ids, p.doc_ids), p.dataset.qrels, METRICS)
         edges = out.edges.double().mean().item()
         rows.append(
@@ -203,9 +201,8 @@ def results_rows(data_dir: str | Path, *, head: Path | None = None) -> list[dict
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = bench_parser(__doc__, repeats=None)
     parser.add_argument("--datasets", nargs="+", default=list(DATASETS))
-    parser.add_argument("--data-dir", type=Path, default=None, help="default: $GEORAG_DATA")
     parser.add_argument("--head", type=Path, default=None, help="trained PoincareHead (.pt)")
     parser.add_argument(
         "--set",
@@ -215,24 +212,22 @@ def main() -> None:
         help="IsoRagConfig overrides, e.g. lam=0.5 prune_threshold=2",
     )
     args = parser.parse_args()
-    data_dir = args.data_dir or Path(
-        os.environ.get("GEORAG_DATA", Path(__file__).resolve().parents[2] / "shared" / "data")
-    )
+    data_dir = data_root(args)
     overrides = {}
     for item in args.set:
         field, value = item.split("=", 1)
-        kind = {f.name: f.type for f in dataclasses.fields(IsoRagConfig)}[field]
-        overrides[field] = {"int": int, "float": float, "bool": lambda v: v == "true", "str": str}[
-            kind
-        ](value)
+        overrides[field] = parse_value(IsoRagConfig, field, value)
     config = IsoRagConfig(**overrides)
+    bench = start(args, config={"iso_rag": config, "head": args.head})
     head = PoincareHead.load(args.head) if args.head else None
-    encoder = TextEncoder(show_progress=False)
+    encoder = TextEncoder(show_progress=False, device=bench.device)
     print(f"encoder {encoder.name}; {config}")
     if head is not None:
         print(f"trained head {args.head} (trained on {TRAIN_SET} only)")
+    results = {}
     for name in args.datasets:
         rows, counts = dataset_rows(name, data_dir, config, head, encoder, default_cache_dir())
+        results[name] = {"graph": counts, "rows": rows}
         print(
             f"\n=== {name}: {counts['passages']} passages, {counts['questions']} questions, "
             f"graph {counts['edges']} edges ({counts['semantic']} semantic, "
@@ -252,6 +247,7 @@ def main() -> None:
                 f"{row['edges']:7.1f} {row['edges_removed']:7.1f} {share:6.1f}% "
                 f"{row['ms_per_query']:7.2f}"
             )
+    bench.finish(results)
 
 
 if __name__ == "__main__":

@@ -18,15 +18,15 @@ lengths to PNG under --out.
 
 from __future__ import annotations
 
-import argparse
 import os
-import time
 from pathlib import Path
 
 import numpy as np
 import torch
 
-ROOT = Path(__file__).resolve().parents[1]
+from georag.eval.bench import bench_parser, start
+from georag.eval.timing import timed
+from georag.resources import DEFAULT_MODEL
 
 
 class BM25Stage:
@@ -55,10 +55,7 @@ class BM25Stage:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument(
-        "--data-dir", default=os.environ.get("GEORAG_DATA", str(ROOT.parent / "shared" / "data"))
-    )
+    parser = bench_parser(__doc__, repeats=None, out="--json")
     parser.add_argument(
         "--second-stage",
         default="all-mpnet-base-v2",
@@ -69,6 +66,8 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0, help="seed of the random removal")
     args = parser.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    config_text = {"second stage": args.second_stage, "seed": args.seed, "plots": args.out}
+    bench = start(args, config=config_text)
 
     from georag.data.beir import load_beir
     from georag.eval.metrics import per_query
@@ -86,17 +85,17 @@ def main() -> None:
     qrels = dataset.qrels
     config = RicciFiltrationConfig()
     ricci = RicciFiltration(config)
-    start = time.perf_counter()
-    details = ricci.filtrate(pool, history=True)
-    ricci_s = time.perf_counter() - start
-    start = time.perf_counter()
-    if args.second_stage == "bm25":
-        second = BM25Stage(dataset)
-    else:
-        # each text is encoded once, through the on-disk per-text cache (resumes when stopped)
-        second = BiEncoderReranker(BiEncoderConfig(model=args.second_stage))
-    alone = second(pool)
-    second_s = time.perf_counter() - start
+    details, ricci_s = timed(lambda: ricci.filtrate(pool, history=True))
+
+    def second_stage():
+        if args.second_stage == "bm25":
+            stage = BM25Stage(dataset)
+        else:
+            # each text is encoded once, through the on-disk per-text cache (resumes when stopped)
+            stage = BiEncoderReranker(BiEncoderConfig(model=args.second_stage))
+        return stage, stage(pool)
+
+    (second, alone), second_s = timed(second_stage)
 
     metrics = ("ndcg@10", "recall@5")
     rows = {
@@ -106,7 +105,7 @@ def main() -> None:
         "Ricci-Filtration + same second stage": RerankPipeline([ricci, second])(pool),
     }
     print(
-        f"# SciFact test: {len(pool.query_ids)} queries, dense top-20 (all-MiniLM-L6-v2); "
+        f"# SciFact test: {len(pool.query_ids)} queries, dense top-20 ({DEFAULT_MODEL}); "
         f"Ricci-Filtration {config}; flow {ricci_s:.1f} s for the batch; second stage "
         f"{args.second_stage} ({second_s:.1f} s on the 20 of every query)"
     )
@@ -177,6 +176,17 @@ def main() -> None:
         finals, out / "ricci_query_edge_histogram.png", eta=config.eta, relevant=relevant[real]
     )
     print(f"\nPNGs: {out / 'ricci_flow_example.png'}, {out / 'ricci_query_edge_histogram.png'}")
+    bench.finish(
+        {
+            "table": table,
+            "mean_kept": float(keep.sum(1).mean()),
+            "removed": int(n_removed.sum()),
+            "share_nonrelevant_removed": float(share_ricci),
+            "random_expectation": float(expected_random),
+            "flow_s": ricci_s,
+            "second_stage_s": second_s,
+        }
+    )
 
 
 if __name__ == "__main__":

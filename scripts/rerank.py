@@ -11,20 +11,18 @@ into --out. One CPU, one GPU or N GPUs (DDP) run the same code; prints queries/s
 
 from __future__ import annotations
 
-import argparse
-import time
-
 from georag.data.beir import load_beir
 from georag.eval.batch_predict import rerank_run_file
-from georag.eval.threads import apply_thread_policy
+from georag.eval.bench import bench_parser, start
+from georag.eval.timing import timed
+from georag.eval.trec import read_run
 from georag.rerank.registry import make_reranker
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = bench_parser(__doc__, repeats=None, out="--json", device=False)
     parser.add_argument("--run", required=True, help="input TREC run (first-stage candidates)")
     parser.add_argument("--dataset", required=True, help="BEIR name or folder (texts and ids)")
-    parser.add_argument("--data-dir", help="where data set names resolve")
     parser.add_argument("--split", default="test")
     parser.add_argument("--method", required=True, help="reranker spec, e.g. diffusion or ricci+bi")
     parser.add_argument("--out", required=True, help="output TREC run")
@@ -34,35 +32,31 @@ def main() -> None:
     parser.add_argument("--accelerator", default="auto")
     parser.add_argument("--devices", default="1", help="number of devices/processes")
     parser.add_argument("--strategy", default="auto", help="e.g. ddp (gloo on CPU, nccl on GPU)")
-    parser.add_argument(
-        "--threads",
-        type=int,
-        help="torch CPU threads per process (default: "
-        "$GEORAG_THREADS, $OMP_NUM_THREADS, else the free cores)",
-    )
     args = parser.parse_args()
-    print(apply_thread_policy(args.threads).describe())
+    config = {k: getattr(args, k) for k in ("method", "batch_size", "top_m", "top_k", "devices")}
+    bench = start(args, config=config)
     dataset = load_beir(args.dataset, split=args.split, data_dir=args.data_dir)
     devices = int(args.devices) if args.devices.isdigit() else args.devices
-    start = time.perf_counter()
-    out = rerank_run_file(
-        args.run,
-        dataset,
-        make_reranker(args.method),
-        args.out,
-        batch_size=args.batch_size,
-        top_m=args.top_m,
-        top_k=args.top_k,
-        accelerator=args.accelerator,
-        devices=devices,
-        strategy=args.strategy,
+    out, elapsed = timed(
+        lambda: rerank_run_file(
+            args.run,
+            dataset,
+            make_reranker(args.method),
+            args.out,
+            batch_size=args.batch_size,
+            top_m=args.top_m,
+            top_k=args.top_k,
+            accelerator=args.accelerator,
+            devices=devices,
+            strategy=args.strategy,
+        )
     )
-    elapsed = time.perf_counter() - start
-    queries = sum(1 for _ in open(out) if _.split()[3] == "1")
+    queries = len(read_run(out))
     print(
         f"{args.method}: {queries} queries in {elapsed:.1f} s -> "
         f"{queries / elapsed:.1f} queries/s (including start-up and query encoding) -> {out}"
     )
+    bench.finish({"queries": queries, "seconds": elapsed, "queries_per_s": queries / elapsed})
 
 
 if __name__ == "__main__":

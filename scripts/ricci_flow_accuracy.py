@@ -14,21 +14,17 @@ worst curvature error over those checkpoints, and seconds (georag, whole batch):
 
 from __future__ import annotations
 
-import argparse
-import os
-import subprocess
-import tempfile
-import time
 import warnings
-from pathlib import Path
 
 import networkx as nx
 import numpy as np
 import torch
+from bench_ricci import run_peer
 
-ROOT = Path(__file__).resolve().parents[1]
-PEER = ROOT / ".venv-peers" / "bin" / "python"
-RUNNER = ROOT / "scripts" / "ricci_reference.py"
+from georag.eval.bench import bench_parser, start
+from georag.eval.synthetic import random_graphs
+from georag.eval.timing import timed
+
 CHECKPOINTS = (3, 10, 20, 40)
 
 
@@ -56,15 +52,8 @@ def g_ab(a: int, b: int) -> tuple[np.ndarray, np.ndarray]:
     return adjacency.astype(float), adjacency
 
 
-def random_graph(seed: int, n: int, weighted: bool) -> tuple[np.ndarray, np.ndarray]:
-    gen = np.random.default_rng(seed)
-    upper = np.triu(gen.random((n, n)) < gen.uniform(0.15, 0.8), 1)
-    adjacency = upper | upper.T
-    w = np.triu(gen.uniform(0.5, 2.0, (n, n)), 1)
-    return np.where(adjacency, w + w.T if weighted else 1.0, 0.0), adjacency
-
-
 def cases(seed: int) -> list[tuple[str, np.ndarray, np.ndarray]]:
+    rng = np.random.default_rng
     out = [
         ("karate unit", *karate(False)),
         ("karate weighted", *karate(True)),
@@ -77,40 +66,23 @@ def cases(seed: int) -> list[tuple[str, np.ndarray, np.ndarray]]:
         out.append(
             (
                 f"random N={n} {'weighted' if weighted else 'unit'}",
-                *random_graph(seed + k, int(n), weighted),
+                *(g[0] for g in random_graphs(rng(seed + k), 1, int(n), weighted=weighted)),
             )
         )
     return out
 
 
 def peer_flow(lengths: np.ndarray, adjacency: np.ndarray) -> dict[str, np.ndarray]:
-    with tempfile.TemporaryDirectory() as tmp:
-        inp, out = Path(tmp) / "g.npz", Path(tmp) / "r.npz"
-        np.savez(inp, lengths=lengths[None], adjacency=adjacency[None])
-        subprocess.run(
-            [
-                str(PEER),
-                str(RUNNER),
-                str(inp),
-                str(out),
-                "--mode",
-                "flow",
-                "--method",
-                "OTD",
-                "--proc",
-                "1",
-                "--checkpoints",
-                *map(str, CHECKPOINTS),
-            ],
-            check=True,
-        )
-        return dict(np.load(out))
+    """GRC's exact flow of one graph, stored at every checkpoint."""
+    checkpoints = ("--checkpoints", *map(str, CHECKPOINTS))
+    return run_peer(
+        adjacency[None], "flow", 1, "--method", "OTD", *checkpoints, lengths=lengths[None]
+    )
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = bench_parser(__doc__, repeats=None)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--threads", type=int, default=1)
     parser.add_argument(
         "--first-case",
         type=int,
@@ -124,7 +96,6 @@ def main() -> None:
         help="indices of the settings to run (default: all four)",
     )
     args = parser.parse_args()
-    torch.set_num_threads(args.threads)
 
     from georag.geometry.ricci import SINKHORN_ACCURACY, RicciConvergenceWarning, ricci_flow
 
@@ -136,10 +107,14 @@ def main() -> None:
     }
     if args.settings is not None:
         settings = {k: v for n, (k, v) in enumerate(settings.items()) if str(n) in args.settings}
-    print(
-        f"# GRC 0.6.1 method=OTD proc=1 vs georag ricci_flow(iterations=40, delta=1e-4); "
-        f"{args.threads} torch threads, load {os.getloadavg()}, torch {torch.__version__}; "
-        f"SINKHORN_ACCURACY = {SINKHORN_ACCURACY}"
+    bench = start(
+        args,
+        config={
+            "peer": "GRC 0.6.1 method=OTD proc=1",
+            "georag": "ricci_flow(iterations=40, delta=1e-4)",
+            "SINKHORN_ACCURACY": SINKHORN_ACCURACY,
+            "settings": list(settings),
+        },
     )
     print(
         "\n| graph | setting | weights err @3 / 10 / 20 / 40 | curvature err @3 / 10 / 20 / 40 "
@@ -147,20 +122,21 @@ def main() -> None:
     )
     print("|---|---|---|---|---:|---:|")
     worst: dict[str, float] = {}
+    rows = []
     for name, lengths, adjacency in cases(args.seed)[args.first_case :]:
         ref = peer_flow(lengths, adjacency)
         for label, kwargs in settings.items():
-            start = time.perf_counter()
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", RicciConvergenceWarning)
-                res = ricci_flow(
-                    torch.tensor(lengths)[None],
-                    torch.tensor(adjacency)[None],
-                    iterations=max(CHECKPOINTS),
-                    history=True,
-                    **kwargs,
+                res, seconds = timed(
+                    lambda k=kwargs, x=lengths, a=adjacency: ricci_flow(
+                        torch.tensor(x)[None],
+                        torch.tensor(a)[None],
+                        iterations=max(CHECKPOINTS),
+                        history=True,
+                        **k,
+                    )
                 )
-            seconds = time.perf_counter() - start
             w_err, k_err = [], []
             for k in CHECKPOINTS:
                 t = min(k, res.history_lengths.shape[0] - 1)  # the history ends where it stopped
@@ -169,6 +145,7 @@ def main() -> None:
                     np.abs(res.history_curvature[t, 0].numpy() - ref[f"curvature_{k}"]).max()
                 )
             worst[label] = max(worst.get(label, 0.0), max(k_err))
+            rows.append((name, label, w_err, k_err, seconds))
             print(
                 f"| {name} | {label} | {' / '.join(f'{e:.1e}' for e in w_err)} | "
                 f"{' / '.join(f'{e:.1e}' for e in k_err)} | {max(k_err):.1e} | {seconds:.2f} |",
@@ -178,6 +155,7 @@ def main() -> None:
     print("|---|---:|")
     for label, value in worst.items():
         print(f"| {label} | {value:.2e} |")
+    bench.finish({"cases": rows, "worst": worst})
 
 
 if __name__ == "__main__":

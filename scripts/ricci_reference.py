@@ -23,7 +23,6 @@ import time
 
 import networkx as nx
 import numpy as np
-from GraphRicciCurvature.OllivierRicci import OllivierRicci
 
 
 def to_graph(lengths: np.ndarray, adjacency: np.ndarray) -> nx.Graph:
@@ -50,6 +49,7 @@ def main() -> None:
     parser.add_argument("--proc", type=int, default=1, help="0 means the library default")
     parser.add_argument("--checkpoints", type=int, nargs="*", default=[])
     args = parser.parse_args()
+    from GraphRicciCurvature.OllivierRicci import OllivierRicci  # only in .venv-peers
 
     data = np.load(args.inp)
     lengths, adjacency = data["lengths"].astype(np.float64), data["adjacency"].astype(bool)

@@ -15,7 +15,10 @@ when ``--out`` is given::
     bench.finish({"kernel": t.as_dict()})
 
 ``--data-dir`` resolves data set names as the ``georag`` command does: the folder given,
-else ``$GEORAG_DATA``, else the download cache (:func:`georag.data.beir.resolve_dataset`).
+else ``$GEORAG_DATA``, else the download cache (:func:`georag.data.beir.resolve_dataset`);
+:func:`data_root` gives the folder itself to scripts that read files in it. Peer
+implementations with pinned dependencies run in the ``.venv-peers`` environment
+(:func:`peer_python`).
 """
 
 from __future__ import annotations
@@ -32,9 +35,18 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from georag._io import atomic_write
 from georag.eval.threads import ThreadSettings, apply_thread_policy
 
-__all__ = ["bench_parser", "start", "Bench", "default_device", "busy_neighbours", "data_root"]
+__all__ = [
+    "bench_parser",
+    "start",
+    "Bench",
+    "default_device",
+    "busy_neighbours",
+    "data_root",
+    "peer_python",
+]
 
 _SPIN = "while True:\n    pass\n"
 
@@ -97,15 +109,29 @@ def data_root(args: argparse.Namespace) -> Path:
     return roots[0]
 
 
-def bench_parser(doc: str | None, *, repeats: int = 5) -> argparse.ArgumentParser:
+def peer_python() -> Path | None:
+    """The python of the peers environment (``.venv-peers`` beside ``georag/``, built by
+    ``make peers``: GraphRicciCurvature 0.6.1 and its pinned scipy), None when absent."""
+    path = Path(__file__).resolve().parents[2] / ".venv-peers" / "bin" / "python"
+    return path if path.exists() else None
+
+
+def bench_parser(
+    doc: str | None, *, repeats: int | None = 5, out: str = "--out", device: bool = True
+) -> argparse.ArgumentParser:
     """The shared options; add the script's own to the parser returned.
 
     Parameters
     ----------
     doc : str
         The script's docstring: its first line is the description, the rest the epilog.
-    repeats : int
-        Default of ``--repeats``.
+    repeats : int or None
+        Default of ``--repeats``; None for a script that repeats nothing (no option).
+    out : str
+        The option that names the JSON file of header and figures (``args.bench_out``);
+        another name where the script's own ``--out`` is its product (a run, a folder).
+    device : bool
+        Offer ``--device``; False for a script that places nothing itself (see :func:`start`).
     """
     lines = (doc or "").strip().splitlines()
     parser = argparse.ArgumentParser(
@@ -118,23 +144,30 @@ def bench_parser(doc: str | None, *, repeats: int = 5) -> argparse.ArgumentParse
         default=None,
         help="where data set names resolve (default: $GEORAG_DATA, as the georag command)",
     )
-    parser.add_argument(
-        "--device", default=None, help="torch device (default: cuda when available, else cpu)"
-    )
+    if device:
+        parser.add_argument(
+            "--device", default=None, help="torch device (default: cuda when available, else cpu)"
+        )
     parser.add_argument(
         "--threads",
         type=_positive,
         default=None,
         help="torch CPU threads (default: $GEORAG_THREADS, $OMP_NUM_THREADS, else the free cores)",
     )
+    if repeats is not None:
+        parser.add_argument(
+            "--repeats",
+            type=_positive,
+            default=repeats,
+            help=f"timed repetitions per figure (default {repeats})",
+        )
     parser.add_argument(
-        "--repeats",
-        type=_positive,
-        default=repeats,
-        help=f"timed repetitions per figure (default {repeats})",
-    )
-    parser.add_argument(
-        "--out", type=Path, default=None, help="write the figures and the header to this JSON file"
+        out,
+        dest="bench_out",
+        metavar="JSON",
+        type=Path,
+        default=None,
+        help="write the figures and the header to this JSON file",
     )
     return parser
 
@@ -214,15 +247,14 @@ class Bench:
             "results": results,
         }
         if self.out is not None:
-            self.out.parent.mkdir(parents=True, exist_ok=True)
-            tmp = self.out.with_name(self.out.name + ".tmp")
-            tmp.write_text(json.dumps(record, indent=1, default=str) + "\n")
-            os.replace(tmp, self.out)
+            atomic_write(self.out, json.dumps(record, indent=1, default=str) + "\n")
             print(f"# wrote {self.out}")
         return record
 
 
-def start(args: argparse.Namespace, *, config: dict | None = None) -> Bench:
+def start(
+    args: argparse.Namespace, *, config: dict | None = None, device: str | None = None
+) -> Bench:
     """Apply the thread policy, pick the device and print the header.
 
     Parameters
@@ -231,14 +263,17 @@ def start(args: argparse.Namespace, *, config: dict | None = None) -> Bench:
         From a :func:`bench_parser` parser.
     config : dict, optional
         The benchmark's own settings, printed and written with the figures.
+    device : str, optional
+        Where the work runs when the parser has no ``--device`` (default: torch's default,
+        :func:`default_device`).
     """
     settings = apply_thread_policy(args.threads)
     bench = Bench(
         script=Path(sys.argv[0]).name,
-        device=args.device or default_device(),
+        device=getattr(args, "device", None) or device or default_device(),
         threads=settings,
         config=dict(config or {}),
-        out=args.out,
+        out=args.bench_out,
     )
     head = bench.header()
     print(

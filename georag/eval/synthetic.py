@@ -128,8 +128,9 @@ def random_graphs(
     lengths = np.zeros((b, n, n))
     adjacency = np.zeros((b, n, n), dtype=bool)
     for g in range(b):
+        draws = rng.random((n, n))  # before the density: the order of scripts/ricci_*accuracy
         p = rng.uniform(*density) if isinstance(density, tuple) else density
-        upper = np.triu(rng.random((n, n)) < p, 1)
+        upper = np.triu(draws < p, 1)
         adjacency[g] = upper | upper.T
         w = np.triu(rng.uniform(low, high, (n, n)), 1)
         lengths[g] = np.where(adjacency[g], w + w.T if weighted else 1.0, 0.0)

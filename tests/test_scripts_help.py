@@ -1,0 +1,52 @@
+"""Every script under scripts/ answers ``--help`` (its imports and its parser work).
+
+One fresh process runs each script as ``__main__`` with ``--help`` in turn (torch and
+the other heavy imports load once) and reports every script that did not exit 0 with a
+usage line.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+SCRIPTS = Path(__file__).resolve().parents[1] / "scripts"
+
+_RUN_ALL = """
+import contextlib, io, json, runpy, sys
+sys.path.insert(0, sys.argv[1])
+failed = {}
+for path in sys.argv[2:]:
+    out = io.StringIO()
+    sys.argv = [path, "--help"]
+    code = None
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
+            runpy.run_path(path, run_name="__main__")
+    except SystemExit as stop:
+        code = stop.code
+    except BaseException as err:
+        code = repr(err)
+    if code not in (0, None) or "usage:" not in out.getvalue():
+        failed[path] = f"exit {code}: {out.getvalue()[-500:]}"
+print(json.dumps(failed))
+"""
+
+
+def test_every_script_answers_help():
+    scripts = sorted(str(p) for p in SCRIPTS.glob("*.py"))
+    assert len(scripts) >= 20
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
+    done = subprocess.run(
+        [sys.executable, "-c", _RUN_ALL, str(SCRIPTS), *scripts],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    failed = json.loads(done.stdout.strip().splitlines()[-1])
+    assert failed == {}, failed
