@@ -29,40 +29,13 @@ except ImportError as err:  # pragma: no cover - depends on the installed extras
 
 from georag.batch import CandidateBatch
 from georag.data.beir import BeirDataset
-from georag.eval.trec import read_run, write_run, write_run_text
+from georag.eval.trec import read_run, stream_run, write_run, write_run_text
 from georag.rerank.base import Reranker
 from georag.resources import DEFAULT_MODEL
 from georag.retrieval.candidates import corpus_embeddings
 from georag.retrieval.encoder import TextEncoder
 
-__all__ = ["stream_run", "rerank_run_file", "shard_path"]
-
-
-def stream_run(path: str | os.PathLike) -> Iterator[tuple[str, list[tuple[str, float]]]]:
-    """Yield ``(query_id, [(doc_id, score), ...])`` per query, reading the file once.
-
-    The lines of one query must be contiguous (as every TREC tool writes them).
-    """
-    seen: set[str] = set()
-    current, docs = None, []
-    with open(path, encoding="utf-8") as handle:
-        for line_no, line in enumerate(handle, start=1):
-            fields = line.split()
-            if not fields:
-                continue
-            if len(fields) != 6:
-                raise ValueError(f"{path}:{line_no}: expected 6 fields, got {len(fields)}")
-            qid, _, doc, _, score, _ = fields
-            if qid != current:
-                if current is not None:
-                    yield current, docs
-                if qid in seen:
-                    raise ValueError(f"{path}:{line_no}: lines of query {qid!r} are not contiguous")
-                seen.add(qid)
-                current, docs = qid, []
-            docs.append((doc, float(score)))
-    if current is not None:
-        yield current, docs
+__all__ = ["rerank_run_file", "shard_path"]
 
 
 def shard_path(out: Path, shard: int) -> Path:

@@ -3,18 +3,20 @@
 A run georag writes gets a sidecar ``<run>.manifest.json`` (format, version, SHA-256) and is
 replaced together with it (:func:`georag._io.write_file_set`); :func:`read_run` checks it
 when present, so a changed or torn run is an error naming the file. Runs from other tools
-(no sidecar) are read as they are.
+(no sidecar) are read as they are. :func:`stream_run` reads a large run query by query,
+with the same line parser.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from georag._io import read_file_set, write_file_set
 from georag.eval.metrics import Run
 
-__all__ = ["write_run", "write_run_text", "read_run", "manifest_path"]
+__all__ = ["write_run", "write_run_text", "read_run", "stream_run", "manifest_path"]
 
 FORMAT = "georag-trec-run"
 VERSION = 1
@@ -50,6 +52,31 @@ def write_run(run: Run, path: str | os.PathLike, *, tag: str = "georag") -> None
     write_run_text("\n".join(lines) + ("\n" if lines else ""), path)
 
 
+def _records(
+    lines: Iterable[bytes], path: str | os.PathLike
+) -> Iterator[tuple[str, str, float, int]]:
+    """``(query id, doc id, score, line number)`` of each non-blank line; a malformed line
+    raises ValueError with the file and line number."""
+    for line_no, raw in enumerate(lines, start=1):
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError as err:
+            raise ValueError(
+                f"{path}:{line_no}: not UTF-8 text ({err.reason} at byte {err.start})"
+            ) from None
+        fields = line.split()
+        if not fields:
+            continue
+        if len(fields) != 6:
+            raise ValueError(f"{path}:{line_no}: expected 6 fields, got {len(fields)}")
+        qid, _, doc, _, score, _ = fields
+        try:
+            value = float(score)
+        except ValueError:
+            raise ValueError(f"{path}:{line_no}: score {score!r} is not a number") from None
+        yield qid, doc, value, line_no
+
+
 def read_run(path: str | os.PathLike) -> Run:
     """Read a TREC run file; malformed lines raise ValueError with the file and line number."""
     path = Path(path)
@@ -65,21 +92,28 @@ def read_run(path: str | os.PathLike) -> Run:
     else:
         raise ValueError(f"path: no run file at {path}")
     run: Run = {}
-    for line_no, raw in enumerate(blob.split(b"\n"), start=1):
-        try:
-            line = raw.decode("utf-8")
-        except UnicodeDecodeError as err:
-            raise ValueError(
-                f"{path}:{line_no}: not UTF-8 text ({err.reason} at byte {err.start})"
-            ) from None
-        if not line.strip():
-            continue
-        fields = line.split()
-        if len(fields) != 6:
-            raise ValueError(f"{path}:{line_no}: expected 6 fields, got {len(fields)}")
-        qid, _, doc, _, score, _ = fields
-        try:
-            run.setdefault(qid, {})[doc] = float(score)
-        except ValueError:
-            raise ValueError(f"{path}:{line_no}: score {score!r} is not a number") from None
+    for qid, doc, score, _ in _records(blob.split(b"\n"), path):
+        run.setdefault(qid, {})[doc] = score
     return run
+
+
+def stream_run(path: str | os.PathLike) -> Iterator[tuple[str, list[tuple[str, float]]]]:
+    """Yield ``(query_id, [(doc_id, score), ...])`` per query, reading the file once.
+
+    The lines of one query must be contiguous (as every TREC tool writes them). The
+    sidecar manifest is not checked (a run from another tool has none).
+    """
+    seen: set[str] = set()
+    current, docs = None, []
+    with open(path, "rb") as handle:
+        for qid, doc, score, line_no in _records(handle, path):
+            if qid != current:
+                if current is not None:
+                    yield current, docs
+                if qid in seen:
+                    raise ValueError(f"{path}:{line_no}: lines of query {qid!r} are not contiguous")
+                seen.add(qid)
+                current, docs = qid, []
+            docs.append((doc, score))
+    if current is not None:
+        yield current, docs

@@ -7,8 +7,8 @@ import pytest
 from georag.batch import RerankResult
 from georag.data.beir import BeirDataset, load_beir
 from georag.data.bundled import DEMO_DIR
-from georag.eval.batch_predict import rerank_run_file, shard_path, stream_run
-from georag.eval.trec import read_run, write_run
+from georag.eval.batch_predict import rerank_run_file, shard_path
+from georag.eval.trec import read_run, stream_run, write_run
 from georag.rerank.base import IdentityReranker
 from georag.retrieval.candidates import FirstStage, FirstStageConfig
 
