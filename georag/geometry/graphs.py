@@ -29,6 +29,33 @@ def _check_mask(mask: torch.Tensor | None, b: int, n: int, device: torch.device)
     return mask
 
 
+def cosine_gram(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Batched cosine similarities ``cos(x_i, x_j)`` of the real nodes, 0 at padding.
+
+    The inner products times both inverse norms, out of place, and no norm or inverse
+    norm of a padding row is taken (safe under autograd). Float rounding leaves it
+    symmetric only up to an ulp: :func:`cosine_dissimilarity` is exactly symmetric.
+
+    Parameters
+    ----------
+    x : torch.Tensor, shape (B, N, D)
+    mask : torch.Tensor, shape (B, N), bool
+        True for real nodes.
+
+    Returns
+    -------
+    torch.Tensor, shape (B, N, N)
+        Same dtype as ``x``; 0 in every row and column of a padding node.
+    """
+    norms = x.norm(dim=2)
+    if bool(((norms == 0) & mask).any()):
+        raise ValueError("x holds zero vectors at real nodes; cosine similarity is undefined")
+    inv = mask / torch.where(mask, norms, 1.0)
+    gram = torch.bmm(x, x.transpose(1, 2)) * inv.unsqueeze(2) * inv.unsqueeze(1)
+    pair = mask.unsqueeze(2) & mask.unsqueeze(1)
+    return gram.masked_fill(~pair, 0.0)
+
+
 def cosine_dissimilarity(x: torch.Tensor, *, mask: torch.Tensor | None = None) -> torch.Tensor:
     """Batched cosine dissimilarity ``r_ij = 1 - cos(x_i, x_j)``.
 
@@ -259,9 +286,7 @@ def knn_graph(
 def _cosine_lengths(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """:func:`knn_graph`'s lengths, out of place (for autograd); same floating-point ops."""
     m = x.shape[1]
-    safe = x.masked_fill(~mask.unsqueeze(2), 1.0)  # no norm or 1/norm of a padding row
-    inv = torch.where(mask, 1.0 / safe.norm(dim=2), 0.0)
-    gram = torch.bmm(x, x.transpose(1, 2)) * inv.unsqueeze(2) * inv.unsqueeze(1)
+    gram = cosine_gram(x, mask)
     lengths = ((gram + gram.transpose(1, 2)) * -0.5 + 1.0).clamp_min(0.0)
     pair = mask.unsqueeze(2) & mask.unsqueeze(1)
     eye = torch.eye(m, dtype=torch.bool, device=x.device)

@@ -15,9 +15,10 @@ import torch
 
 from georag.batch import CandidateBatch, RerankResult
 from georag.geometry.diffusion import personalized_pagerank
+from georag.geometry.graphs import cosine_gram
 from georag.rerank.pipeline import top_k_mask
 
-__all__ = ["DiffusionConfig", "DiffusionReranker", "cosine_gram", "top_m_mask"]
+__all__ = ["DiffusionConfig", "DiffusionReranker", "top_m_mask"]
 
 
 @dataclass(frozen=True)
@@ -70,28 +71,6 @@ def top_m_mask(batch: CandidateBatch, top_m: int) -> torch.Tensor:
     ranked = batch.scores.masked_fill(~batch.mask, -torch.inf)
     order = torch.argsort(ranked, dim=1, descending=True, stable=True)[:, :top_m]
     return torch.zeros_like(batch.mask).scatter(1, order, True) & batch.mask
-
-
-def cosine_gram(cands: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """Pairwise cosine similarities of the real candidates, 0 at padding.
-
-    Parameters
-    ----------
-    cands : torch.Tensor, shape (B, P, D)
-    mask : torch.Tensor, shape (B, P), bool
-
-    Returns
-    -------
-    torch.Tensor, shape (B, P, P)
-    """
-    norms = cands.norm(dim=2)
-    if bool(((norms == 0) & mask).any()):
-        raise ValueError("cands holds zero vectors; cosine similarity is undefined")
-    inv = torch.where(mask, 1.0 / norms, 0.0)
-    gram = torch.bmm(cands, cands.transpose(1, 2))
-    gram.mul_(inv.unsqueeze(2)).mul_(inv.unsqueeze(1))
-    pair = mask.unsqueeze(2) & mask.unsqueeze(1)
-    return gram.masked_fill_(~pair, 0.0)
 
 
 class DiffusionReranker:

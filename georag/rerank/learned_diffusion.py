@@ -27,6 +27,7 @@ import torch
 
 from georag.batch import CandidateBatch
 from georag.geometry.diffusion import personalized_pagerank
+from georag.geometry.graphs import cosine_gram
 from georag.models.knobs import EmbeddingMap, Interval, Positive, Real
 from georag.rerank.diffusion import top_m_mask
 from georag.rerank.learned import LearnableReranker
@@ -126,7 +127,9 @@ class LearnedDiffusion(LearnableReranker):
         if self.embed is not None:
             cands = self.embed(cands)
         dtype = cands.dtype
-        weights = safe_power(_cosine_graph(cands, pool), self.edge_power().to(dtype))
+        eye = torch.eye(pool.shape[1], dtype=torch.bool, device=pool.device)
+        similarity = cosine_gram(cands, pool).masked_fill(eye, 0.0).clamp_min(0.0)
+        weights = safe_power(similarity, self.edge_power().to(dtype))
 
         low = scores.masked_fill(~pool, torch.inf).amin(dim=1, keepdim=True).clamp(max=0.0)
         teleport = (scores - low).masked_fill(~pool, 0.0).to(dtype)
@@ -155,18 +158,3 @@ class LearnedDiffusion(LearnableReranker):
 
     def keep(self, scores: torch.Tensor, ranked: torch.Tensor) -> torch.Tensor:
         return top_k_mask(scores, ranked, self.config.top_k)
-
-
-def _cosine_graph(cands: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """``max(cos(c_i, c_j), 0)`` off the diagonal between real candidates, out of place.
-
-    The same floating-point operations as :func:`georag.rerank.diffusion.cosine_gram`.
-    """
-    norms = cands.norm(dim=2)
-    if (norms[mask] == 0).any():
-        raise ValueError("cands holds zero vectors; cosine similarity is undefined")
-    inv = mask / torch.where(mask, norms, 1.0)  # no 1/0 of a padding row on the tape
-    gram = torch.bmm(cands, cands.transpose(1, 2)) * inv.unsqueeze(2) * inv.unsqueeze(1)
-    pair = mask.unsqueeze(2) & mask.unsqueeze(1)
-    pair = pair & ~torch.eye(mask.shape[1], dtype=torch.bool, device=mask.device)
-    return gram.masked_fill(~pair, 0.0).clamp_min(0.0)
