@@ -320,11 +320,21 @@ def _as_result(output: IsoRagOutput, num_rows: int) -> RerankResult:
 
 
 class _CorpusRetriever:
-    """What the corpus-level retrievers share: the corpus rows and the Retriever contract."""
+    """What the corpus-level retrievers share: the config, the corpus rows and the
+    Retriever contract."""
 
     name: str
+    config_class: type | None = None  # the config dataclass; None: the method takes none
     embeddings: torch.Tensor
     doc_ids: list[str]
+
+    def __init__(self, config=None) -> None:
+        if self.config_class is None:
+            if config is not None:
+                raise ValueError(f"{self.name}: takes no config, got {config!r}")
+        elif config is None:
+            config = self.config_class()
+        self.config = config
 
     def fit(self, corpus: Corpus):
         """Index ``corpus`` (its passage graph is built or loaded from the cache)."""
@@ -359,9 +369,7 @@ class IsoRag(_CorpusRetriever):
     """
 
     name = "iso"
-
-    def __init__(self, config: IsoRagConfig | None = None) -> None:
-        self.config = config or IsoRagConfig()
+    config_class = IsoRagConfig
 
     def fit(self, corpus: Corpus) -> IsoRag:
         """Index ``corpus``: its passage graph (cached) and the radius of each passage."""
@@ -559,9 +567,7 @@ class GlobalPPR(_CorpusRetriever):
     """
 
     name = "ppr_global"
-
-    def __init__(self, config: GlobalPPRConfig | None = None) -> None:
-        self.config = config or GlobalPPRConfig()
+    config_class = GlobalPPRConfig
 
     def fit_graph(
         self, embeddings: torch.Tensor, graph: PassageGraph, *, doc_ids: list[str] | None = None
