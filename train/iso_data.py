@@ -9,7 +9,6 @@ ratio) that becomes a target hyperbolic radius (generic: near the centre).
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import lightning as L
@@ -20,7 +19,7 @@ from torch.utils.data import DataLoader
 from georag.data.multihop import load_multihop
 from georag.geometry.cheeger import local_cheeger_ratio
 from georag.models.poincare import generality_target_radius
-from georag.resources import DEFAULT_MODEL, default_cache_dir
+from georag.resources import DEFAULT_MODEL, data_roots, default_cache_dir
 from georag.retrieval.cache import EmbeddingCache
 from georag.retrieval.candidates import FirstStage, FirstStageConfig
 from georag.retrieval.encoder import TextEncoder
@@ -111,7 +110,7 @@ class IsoDataModule(L.LightningDataModule):
         hp = self.hparams
         path = Path(hp.path)
         if not path.is_absolute():
-            path = Path(hp.data_dir or os.environ.get("GEORAG_DATA", ".")) / path
+            path = next(iter(data_roots(hp.data_dir)), Path(".")) / path
         data = load_multihop(path, max_questions=hp.max_questions)
         cache = Path(hp.cache_dir) if hp.cache_dir else default_cache_dir()
         encoder = TextEncoder(hp.model_path, show_progress=False)

@@ -140,7 +140,7 @@ def load_pool(
     max_queries, max_corpus : int, optional
         Shrink the data set (short runs and tests; see :func:`_shrink`).
     """
-    data = load_dataset(dataset, split=split, data_dir=data_dir or os.environ.get("GEORAG_DATA"))
+    data = load_dataset(dataset, split=split, data_dir=data_dir)  # else $GEORAG_DATA
     if max_queries or max_corpus:
         data = _shrink(data, max_queries, max_corpus)
     encoder = encoder or TextEncoder(model, show_progress=False)
