@@ -98,15 +98,15 @@ def _positive(value: str) -> int:
 
 def data_root(args: argparse.Namespace) -> Path:
     """The data folder itself, for scripts that read files in it: ``--data-dir``, else
-    ``$GEORAG_DATA``; raises ``ValueError`` naming the option when neither is set."""
+    ``$GEORAG_DATA``; when neither names a folder, exits with a one-line error (status 2)."""
     from georag.resources import data_roots
 
     roots = data_roots(args.data_dir)
-    if not roots:
-        raise ValueError("--data-dir: give the data folder or set $GEORAG_DATA")
-    if not roots[0].is_dir():
-        raise ValueError(f"--data-dir: no folder {roots[0]}")
-    return roots[0]
+    if roots and roots[0].is_dir():
+        return roots[0]
+    problem = f"no folder {roots[0]}" if roots else "give the data folder or set $GEORAG_DATA"
+    print(f"{Path(sys.argv[0]).name}: error: --data-dir: {problem}", file=sys.stderr)
+    raise SystemExit(2)
 
 
 def peer_python() -> Path | None:

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from georag.eval import threads
-from georag.eval.bench import bench_parser, busy_neighbours, start
+from georag.eval.bench import bench_parser, busy_neighbours, data_root, start
 from georag.eval.timing import Timing, measure, percentile
 
 
@@ -110,3 +110,21 @@ def test_parser_start_and_finish_write_the_header(tmp_path, capsys, monkeypatch)
     assert saved["results"]["k"]["samples"] == 3 and record["results"] == saved["results"]
     with pytest.raises(SystemExit):
         parser.parse_args(["--threads", "0"])
+
+
+def test_data_root_is_the_folder_or_a_one_line_error(tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("GEORAG_DATA", raising=False)
+    parser = bench_parser(None, repeats=None, device=False)
+    assert data_root(parser.parse_args(["--data-dir", str(tmp_path)])) == tmp_path
+    for argv, message in (
+        ([], "set $GEORAG_DATA"),
+        (["--data-dir", str(tmp_path / "x")], "no folder"),
+    ):
+        with pytest.raises(SystemExit) as stop:
+            data_root(parser.parse_args(argv))
+        assert stop.value.code == 2
+        err = capsys.readouterr().err.strip()
+        assert "error: --data-dir: " in err and message in err and "\n" not in err
+    assert not hasattr(parser.parse_args([]), "repeats") and not hasattr(
+        parser.parse_args([]), "device"
+    )
