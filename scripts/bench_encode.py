@@ -21,7 +21,7 @@ from georag.retrieval.encoder import TextEncoder
 
 
 def main() -> None:
-    parser = bench_parser(__doc__, repeats=1)
+    parser = bench_parser(__doc__, repeats=None)
     parser.add_argument("--dataset", default="scifact")
     parser.add_argument("--docs", type=int, default=2000, help="encode the first N documents")
     parser.add_argument("--batch-size", type=int, default=64)

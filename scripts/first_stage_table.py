@@ -39,7 +39,7 @@ def georag_scores(dataset, stage_name: str, encoder: TextEncoder) -> dict[str, f
 
 
 def main() -> None:
-    parser = bench_parser(__doc__, repeats=1)
+    parser = bench_parser(__doc__, repeats=None, device=False)
     parser.add_argument("--datasets", nargs="+", default=["scifact", "cranfield", "cisi"])
     args = parser.parse_args()
     root = data_root(args)

@@ -55,7 +55,7 @@ class BM25Stage:
 
 
 def main() -> None:
-    parser = bench_parser(__doc__, repeats=None, out="--json")
+    parser = bench_parser(__doc__, repeats=None, out="--json", device=False)
     parser.add_argument(
         "--second-stage",
         default="all-mpnet-base-v2",

@@ -81,7 +81,7 @@ def peer_flow(lengths: np.ndarray, adjacency: np.ndarray) -> dict[str, np.ndarra
 
 
 def main() -> None:
-    parser = bench_parser(__doc__, repeats=None)
+    parser = bench_parser(__doc__, repeats=None, device=False)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
         "--first-case",
@@ -115,6 +115,7 @@ def main() -> None:
             "SINKHORN_ACCURACY": SINKHORN_ACCURACY,
             "settings": list(settings),
         },
+        device="cpu",
     )
     print(
         "\n| graph | setting | weights err @3 / 10 / 20 / 40 | curvature err @3 / 10 / 20 / 40 "
