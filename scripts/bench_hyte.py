@@ -17,11 +17,11 @@ Goals (issue 5): <= 2 ms/query at B=1, >= 5000 queries/s batched, load < 50 ms.
 from __future__ import annotations
 
 import tempfile
-import time
 from pathlib import Path
 
 from georag.data.beir import load_beir
 from georag.eval.bench import bench_parser, start
+from georag.eval.timing import timed
 from georag.models.hyte import HyTEEncoder
 from georag.retrieval.bm25 import BM25Index
 from georag.retrieval.lorentz_index import LorentzIndex, build_lorentz_index
@@ -54,19 +54,16 @@ def main() -> None:
     ds = load_beir(args.dataset, split="test", data_dir=args.data_dir, download=False)
     docs = {d: doc.full_text for d, doc in ds.corpus.items() if doc.full_text.strip()}
     queries = list(ds.queries.values())
-    begin = time.perf_counter()
-    encoder = HyTEEncoder.from_pretrained(weights=args.weights)
+    encoder, load_s = timed(lambda: HyTEEncoder.from_pretrained(weights=args.weights))
     print(
         f"{len(docs)} docs, {len(queries)} test queries; encoder (word embeddings + "
-        f"tokenizer) load: {(time.perf_counter() - begin) * 1e3:.0f} ms (once)"
+        f"tokenizer) load: {load_s * 1e3:.0f} ms (once)"
     )
     results = {}
 
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "index"
-        begin = time.perf_counter()
-        index = build_lorentz_index(docs, path, encoder=encoder)
-        build_s = time.perf_counter() - begin
+        index, build_s = timed(lambda: build_lorentz_index(docs, path, encoder=encoder))
         size = sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
         loads = bench.time(
             lambda i: LorentzIndex.load(path, encoder=encoder), repeats=args.repeats, warmup=0
