@@ -35,9 +35,9 @@ import torch
 
 from georag.geometry.graphs import shortest_paths
 from georag.geometry.transport import (
+    _shared_cost_sinkhorn,
     emd,
     max_cost_over_epsilon,
-    sinkhorn_shared_cost,
     sinkhorn_shared_cost_scaled,
     transport_bounds,
 )
@@ -166,6 +166,23 @@ def _check_measure_options(
         raise ValueError(f"nbr_topk must be >= 1 or None, got {nbr_topk}")
 
 
+class _Measures:
+    """What the node measures need that depends on the adjacency alone (built once per
+    flow, reused at every step): the mask off the edges, the even spread, the mass kept at
+    each node on the diagonal, and the largest degree."""
+
+    def __init__(self, adjacency: torch.Tensor, alpha: float, dtype: torch.dtype) -> None:
+        n = adjacency.shape[1]
+        degree = adjacency.sum(2, keepdim=True)
+        self.off = ~adjacency
+        self.even = adjacency.to(dtype) / degree.clamp_min(1)
+        eye = torch.eye(n, dtype=dtype, device=adjacency.device)
+        isolated = degree == 0
+        keep = torch.where(isolated, 1.0, torch.full_like(degree, alpha, dtype=dtype))
+        self.kept = keep * eye
+        self.max_degree = int(degree.max()) if degree.numel() else 0
+
+
 def _node_measures(
     lengths: torch.Tensor,
     adjacency: torch.Tensor,
@@ -174,29 +191,28 @@ def _node_measures(
     exp_power: float,
     base: float = math.e,
     nbr_topk: int | None = None,
+    plan: _Measures | None = None,
 ) -> torch.Tensor:
     n = lengths.shape[1]
+    if plan is None:
+        plan = _Measures(adjacency, alpha, lengths.dtype)
     logits = (-math.log(base) * lengths.clamp_min(0.0).pow(exp_power)).masked_fill(
-        ~adjacency, -math.inf
+        plan.off, -math.inf
     )
-    if nbr_topk is not None and n and nbr_topk < int(adjacency.sum(2).max()):
+    if nbr_topk is not None and n and nbr_topk < plan.max_degree:
         # the nbr_topk largest weights, ties to the larger index: sort the reversed
         # columns stably by decreasing weight
         reverse = torch.arange(n - 1, -1, -1, device=lengths.device)
         order = torch.argsort(logits[..., reverse], dim=2, descending=True, stable=True)
         top = reverse[order[..., :nbr_topk]]
         adjacency = adjacency & torch.zeros_like(adjacency).scatter(2, top, True)
-        logits = logits.masked_fill(~adjacency, -math.inf)
+        plan = _Measures(adjacency, alpha, lengths.dtype)
+        logits = logits.masked_fill(plan.off, -math.inf)
     log_total = torch.logsumexp(logits, dim=2, keepdim=True)
-    degree = adjacency.sum(2, keepdim=True)
     proportional = (logits - log_total).exp()
-    even = adjacency.to(lengths.dtype) / degree.clamp_min(1)
-    spread = torch.where(log_total > math.log(_NEIGHBOUR_WEIGHT_FLOOR), proportional, even)
-    spread = spread.masked_fill(~adjacency, 0.0)
-    eye = torch.eye(n, dtype=lengths.dtype, device=lengths.device)
-    isolated = degree == 0
-    keep = torch.where(isolated, torch.ones_like(log_total), torch.full_like(log_total, alpha))
-    return (1.0 - alpha) * spread.masked_fill(isolated, 0.0) + keep * eye
+    spread = torch.where(log_total > math.log(_NEIGHBOUR_WEIGHT_FLOOR), proportional, plan.even)
+    # an isolated node's row is off the edges everywhere: no spread, all its mass kept
+    return spread.masked_fill_(plan.off, 0.0).mul_(1.0 - alpha).add_(plan.kept)
 
 
 def _edge_index(
@@ -298,6 +314,78 @@ def _edge_problems(
     return cost, row_mask, col_mask, out
 
 
+class _Graphs:
+    """What a curvature evaluation needs that depends on the graphs alone.
+
+    :func:`ricci_flow` builds it once and reuses it at every step (the lengths change,
+    the edges do not): the edge list and its gather indices, the node-measure masks, the
+    pairs within three hops (the costs Sinkhorn must resolve), the Floyd-Warshall buffers
+    and, on demand, the closed neighbourhoods of the exact solves.
+    """
+
+    def __init__(
+        self,
+        adjacency: torch.Tensor,
+        edges: tuple[torch.Tensor, torch.Tensor, torch.Tensor],
+        *,
+        alpha: float,
+        directed: bool = False,
+    ) -> None:
+        b, n, _ = adjacency.shape
+        device = adjacency.device
+        self.adjacency, self.edges, self.directed = adjacency, edges, directed
+        i, j, _ = edges
+        rows = torch.arange(b, device=device).unsqueeze(1)
+        self.rows = rows
+        self.edge_entry = (rows * n + i) * n + j  # (B, E) into the flattened (B, N, N)
+        self.source_rows = (rows * n + i).reshape(-1)  # (B E,) into the (B N, N) rows
+        self.target_rows = (rows * n + j).reshape(-1)
+        self.out_measures = _Measures(adjacency, alpha, torch.float64)
+        self.in_measures = (
+            _Measures(adjacency.transpose(1, 2), alpha, torch.float64)
+            if directed
+            else self.out_measures
+        )
+        eye = torch.eye(n, dtype=torch.bool, device=device)
+        self.no_edge = torch.full((n, n), math.inf, dtype=torch.float64, device=device)
+        self.no_edge.masked_fill_(eye, 0.0)
+        self.point = torch.zeros(n, dtype=torch.float64, device=device)  # mass on node 0
+        self.point[0] = 1.0
+        both = adjacency | adjacency.transpose(1, 2)
+        self.off_both = ~both
+        self.edge_count = both.sum((1, 2)).clamp_min(1)
+        step = both.double()
+        closed = step + eye
+        self.beyond_three = ~(torch.bmm(torch.bmm(closed, step), closed) > 0)
+        self._dist = self._pivot = None
+        self._closed: tuple | None = None
+
+    def shortest_paths(self, lengths: torch.Tensor) -> torch.Tensor:
+        """Floyd-Warshall on float64 ``lengths`` (B, N, N), as
+        :func:`~georag.geometry.graphs.shortest_paths` computes it (same pivots, same
+        sums, so the same bits) but in reused buffers and without its input checks. The
+        result is overwritten by the next call."""
+        if self._dist is None or self._dist.dtype != lengths.dtype:
+            self._dist, self._pivot = torch.empty_like(lengths), torch.empty_like(lengths)
+            n = lengths.shape[1]
+            self._cols = [self._dist[:, :, k : k + 1] for k in range(n)]
+            self._rows = [self._dist[:, k : k + 1, :] for k in range(n)]
+        dist, pivot = self._dist, self._pivot
+        torch.where(self.adjacency, lengths, self.no_edge, out=dist)
+        for col, row in zip(self._cols, self._rows):
+            torch.minimum(dist, torch.add(col, row, out=pivot), out=dist)
+        return dist
+
+    def neighbourhoods(self) -> tuple[tuple[torch.Tensor, torch.Tensor], ...]:
+        """Closed neighbourhoods of the sources and of the targets (see
+        :func:`_edge_problems`)."""
+        if self._closed is None:
+            out = _neighbourhoods(self.adjacency)
+            source = _neighbourhoods(self.adjacency.transpose(1, 2)) if self.directed else out
+            self._closed = (source, out)
+        return self._closed
+
+
 @dataclass
 class _WarmStart:
     """Sinkhorn source potentials carried from one flow step to the next."""
@@ -317,19 +405,19 @@ def _warm_start(
     """
     if warm.potential is None:
         return None
-    logits = (warm.potential / eps.view(-1, 1, 1)).masked_fill(source <= 0, -math.inf)
-    logits = torch.where(logits.isnan(), -math.inf, logits)
+    empty = source <= 0
+    logits = (warm.potential / eps.view(-1, 1, 1)).masked_fill_(empty, -math.inf)
+    logits = logits.nan_to_num_(nan=-math.inf, posinf=math.inf, neginf=-math.inf)
     top = logits.amax(-1, keepdim=True)
-    start = (logits - top).exp()
-    ok = torch.isfinite(top) & (torch.where(source > 0, start, 1.0) > 0).all(-1, keepdim=True)
-    start = torch.where(ok, start, (source > 0).to(source.dtype))
+    start = logits.sub_(top).exp_()
+    ok = torch.isfinite(top) & ((start > 0) | empty).all(-1, keepdim=True)
+    start = torch.where(ok, start, (~empty).to(source.dtype))
     return start, start
 
 
 def _curvature(
     lengths: torch.Tensor,
-    adjacency: torch.Tensor,
-    edges: tuple[torch.Tensor, torch.Tensor, torch.Tensor],
+    graphs: _Graphs,
     *,
     alpha: float,
     exp_power: float,
@@ -340,41 +428,42 @@ def _curvature(
     accuracy: float | None,
     transport_dtype: torch.dtype | None,
     warm: _WarmStart | None,
-    directed: bool = False,
     base: float = math.e,
     nbr_topk: int | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Curvature on the padded edge list.
+    """Curvature on the padded edge list ``graphs.edges``.
 
-    Returns ``(kappa (B, E), converged (B, E), exact (B, E))``; ``exact`` marks the edges
-    whose transport was solved by the network simplex.
+    Returns ``(kappa (B, E), converged (B, E), exact (B, E) or None)``; ``exact`` marks
+    the edges whose transport was solved by the network simplex (None: no edge was).
     """
-    i, j, valid = edges
+    adjacency, directed = graphs.adjacency, graphs.directed
+    i, j, valid = graphs.edges
     b, n, _ = lengths.shape
+    e = i.shape[1]
     # measures and distances in float64: the net masses m_x - m_y cancel, and the
     # certificate compares costs to each edge's own distance
     lengths64 = lengths.double()
-    dist = shortest_paths(lengths64, adjacency)
+    dist = graphs.shortest_paths(lengths64)
     measure = dict(alpha=alpha, exp_power=exp_power, base=base, nbr_topk=nbr_topk)
-    out_measures = _node_measures(lengths64, adjacency, **measure)
+    out_measures = _node_measures(lengths64, adjacency, plan=graphs.out_measures, **measure)
     # GraphRicciCurvature's directed measures: the source spreads over its predecessors,
     # the target over its successors
     in_measures = (
-        _node_measures(lengths64.transpose(1, 2), adjacency.transpose(1, 2), **measure)
+        _node_measures(
+            lengths64.transpose(1, 2),
+            adjacency.transpose(1, 2),
+            plan=graphs.in_measures,
+            **measure,
+        )
         if directed
         else out_measures
     )
-    rows = torch.arange(b, device=lengths.device).unsqueeze(1)
-    d_edge = dist[rows, i, j]
+    d_edge = dist.take(graphs.edge_entry)
     spread = valid & (d_edge >= _ZERO_DISTANCE)
 
     def problems(*tensors: torch.Tensor):
         """The edge problems on N[x] x N[y] (see :func:`_edge_problems`)."""
-        neighbours = (
-            _neighbourhoods(adjacency.transpose(1, 2)) if directed else _neighbourhoods(adjacency),
-            _neighbourhoods(adjacency),
-        )
-        return _edge_problems(neighbours, dist, i, j, *tensors)
+        return _edge_problems(graphs.neighbourhoods(), dist, i, j, *tensors)
 
     if method == "average":
         transport = _average_transport(
@@ -386,21 +475,20 @@ def _curvature(
     # cost obeys the triangle inequality (shortest paths do, directed or not); the shared
     # mass would otherwise leak under the entropic blur. Each problem is solved at unit
     # mass; one whose moving mass is at rounding level (identical measures) costs 0.
-    surplus = in_measures[rows, i] - out_measures[rows, j]
-    source, target = surplus.clamp_min(0.0), (-surplus).clamp_min(0.0)
+    surplus = in_measures.view(b * n, n).index_select(0, graphs.source_rows)
+    surplus = surplus.sub_(out_measures.view(b * n, n).index_select(0, graphs.target_rows))
+    surplus = surplus.view(b, e, n)
+    source, target = surplus.clamp_min(0.0), surplus.neg_().clamp_min_(0.0)
     out_mass, in_mass = source.sum(-1, keepdim=True), target.sum(-1, keepdim=True)
     moving = (torch.minimum(out_mass, in_mass) > 64 * torch.finfo(torch.float64).eps) & (
         spread.unsqueeze(-1)
     )
-    point = torch.zeros_like(source[:1, :1])
-    point[..., 0] = 1.0
-    source = torch.where(moving, source / out_mass, point)
-    target = torch.where(moving, target / in_mass, point)
+    source = torch.where(moving, source / out_mass, graphs.point)
+    target = torch.where(moving, target / in_mass, graphs.point)
     mass = ((out_mass + in_mass) / 2).squeeze(-1)
     moving = moving.squeeze(-1)
     if method == "auto":
-        degrees = torch.cat([adjacency.sum(1), adjacency.sum(2)])
-        support = 1 + (int(degrees.max()) if degrees.numel() else 0)
+        support = 1 + max(graphs.out_measures.max_degree, graphs.in_measures.max_degree)
         method = "exact" if support <= EXACT_MAX_SUPPORT else "sinkhorn"
     if method == "exact":
         cost, _, _, (a, bb) = problems(source, target)
@@ -409,9 +497,7 @@ def _curvature(
         converged, exact = valid.clone(), moving
     else:
         work = torch.float64 if accuracy is not None else transport_dtype or lengths.dtype
-        eps, center = _sinkhorn_epsilon(
-            lengths64, adjacency | adjacency.transpose(1, 2), dist, epsilon=epsilon, dtype=work
-        )
+        eps, center = _sinkhorn_epsilon(lengths64, graphs, dist, epsilon=epsilon, dtype=work)
         src, dst, cost = source.to(work), target.to(work), dist.to(work)
         if warm is None:
             out = sinkhorn_shared_cost_scaled(
@@ -425,15 +511,15 @@ def _curvature(
                 center=center,
             )
         else:
-            out = sinkhorn_shared_cost(
+            out = _shared_cost_sinkhorn(
                 src,
                 dst,
                 cost,
-                epsilon=eps,
+                eps,
+                center,
                 max_iter=max_iter,
                 tol=tol,
                 init=_warm_start(warm, src, eps),
-                center=center,
             )
             warm.potential = eps.view(-1, 1, 1) * out.f.clamp_min(torch.finfo(work).tiny).log()
         unit = out.cost.double()
@@ -453,14 +539,17 @@ def _curvature(
         # re-solved exactly: uncertified edges (with a certificate) and non-finite ones
         # (always); without one, an edge that missed tol keeps its Sinkhorn value and
         # converged=False (the speed setting)
-        exact = moving & ~torch.isfinite(unit)
-        if accuracy is not None:
-            exact |= moving & ~converged
-        if bool(exact.any()):
-            costs, _, _, (a, bb) = problems(source, target)
-            unit = unit.masked_scatter(exact, emd(a[exact], bb[exact], costs[exact]))
-        if accuracy is not None:
-            converged = converged | exact
+        if accuracy is None and bool(torch.isfinite(unit).all()):
+            exact = None
+        else:
+            exact = moving & ~torch.isfinite(unit)
+            if accuracy is not None:
+                exact |= moving & ~converged
+            if bool(exact.any()):
+                costs, _, _, (a, bb) = problems(source, target)
+                unit = unit.masked_scatter(exact, emd(a[exact], bb[exact], costs[exact]))
+            if accuracy is not None:
+                converged = converged | exact
     transport = torch.where(moving, mass * unit, 0.0)
     kappa = torch.where(
         moving, 1.0 - transport / d_edge.clamp_min(_ZERO_DISTANCE), torch.where(spread, 1.0, 0.0)
@@ -494,7 +583,7 @@ def _average_transport(
 
 def _sinkhorn_epsilon(
     lengths: torch.Tensor,
-    adjacency: torch.Tensor,
+    graphs: _Graphs,
     dist: torch.Tensor,
     *,
     epsilon: float,
@@ -504,20 +593,15 @@ def _sinkhorn_epsilon(
 
     ``epsilon`` times the mean edge length, raised where the costs that matter would not
     fit the exponent range of ``dtype``. The costs that matter join a node of ``N[x]`` to
-    one of ``N[y]`` over an edge ``xy``: pairs at most three hops apart. The kernel is
-    centred on half the widest of them; the scalings then span up to
-    ``exp(widest / epsilon)``, which is kept within ``_KERNEL_SPAN`` times
-    :func:`max_cost_over_epsilon` (80% of the exponent range). Returns
-    ``(epsilon (B,), center (B,))``.
+    one of ``N[y]`` over an edge ``xy``: pairs at most three hops apart
+    (``graphs.beyond_three`` marks the others). The kernel is centred on half the widest
+    of them; the scalings then span up to ``exp(widest / epsilon)``, which is kept within
+    ``_KERNEL_SPAN`` times :func:`max_cost_over_epsilon` (80% of the exponent range).
+    Returns ``(epsilon (B,), center (B,))``.
     """
-    on_edges = lengths.masked_fill(~adjacency, 0.0)
-    count = adjacency.sum((1, 2)).clamp_min(1)
-    mean = on_edges.sum((1, 2)) / count
-    mean = torch.where(mean > 0, mean, torch.ones_like(mean))
-    step = adjacency.to(lengths.dtype)
-    closed = step + torch.eye(lengths.shape[1], dtype=lengths.dtype, device=lengths.device)
-    within_three = torch.bmm(torch.bmm(closed, step), closed) > 0
-    widest = dist.masked_fill(~within_three, 0.0).amax((1, 2))
+    mean = lengths.masked_fill(graphs.off_both, 0.0).sum((1, 2)) / graphs.edge_count
+    mean = torch.where(mean > 0, mean, 1.0)
+    widest = dist.masked_fill(graphs.beyond_three, 0.0).amax((1, 2))
     eps = torch.maximum(epsilon * mean, widest / (_KERNEL_SPAN * max_cost_over_epsilon(dtype)))
     return eps.to(dtype), (widest / 2).to(dtype)
 
@@ -627,8 +711,7 @@ def ollivier_ricci(
     edges = _edge_index(chosen, directed)
     kappa, _, _ = _curvature(
         lengths,
-        adjacency,
-        edges,
+        _Graphs(adjacency, edges, alpha=alpha, directed=directed),
         alpha=alpha,
         exp_power=exp_power,
         method=method,
@@ -638,7 +721,6 @@ def ollivier_ricci(
         accuracy=accuracy,
         transport_dtype=transport_dtype,
         warm=None,
-        directed=directed,
         base=base,
         nbr_topk=nbr_topk,
     )
@@ -820,44 +902,66 @@ def ricci_flow(
         nbr_topk=nbr_topk,
     )
 
-    def matrix(values: torch.Tensor) -> torch.Tensor:
-        return _scatter_edges(values, i, j, valid, n)
+    full = bool(valid.all())  # no padded edge (one graph, or graphs of equal size)
+    pairs = torch.cat([i * n + j, j * n + i], 1)
 
-    kappa, ok, exact = _curvature(matrix(w), adjacency, edges, **options)
+    def matrix(values: torch.Tensor) -> torch.Tensor:
+        """(B, E) edge values as the symmetric (B, N, N) matrix (:func:`_scatter_edges`)."""
+        if not full:
+            return _scatter_edges(values, i, j, valid, n)
+        return values.new_zeros(b, n * n).scatter_add_(1, pairs, values.repeat(1, 2)).view(b, n, n)
+
+    graphs = _Graphs(adjacency, edges, alpha=alpha)
+    kappa, ok, exact = _curvature(matrix(w), graphs, **options)
     converged = ok.all(1)
-    exact_solves = exact.sum(1)
-    steps_missed = int((~ok.all(1)).sum())
+    exact_solves = torch.zeros(b, dtype=torch.long, device=lengths.device)
+    if exact is not None:
+        exact_solves += exact.sum(1)
+    missed = (~converged).long()  # (graph, step) solves that missed tol
     active = torch.ones(b, dtype=torch.bool, device=lengths.device)
     ran = torch.zeros(b, dtype=torch.long, device=lengths.device)
     trail_w, trail_k = [matrix(w)], [matrix(kappa)]
     for _ in range(iterations):
-        if not bool(active.any()):
+        running = int(active.sum())
+        if not running:
             break
         stepped = w - step * kappa * w
         if normalize:
             total = stepped.sum(1, keepdim=True)
             stepped = stepped * (num_edges / torch.where(total > 0, total, num_edges))
-        stepped = stepped.masked_fill(~valid, 0.0)
-        new_kappa, ok, exact = _curvature(matrix(stepped), adjacency, edges, **options)
-        keep = active.unsqueeze(1)
-        exact_solves += (exact & keep).sum(1)
-        steps_missed += int((~ok.all(1) & active).sum())
-        w = torch.where(keep, stepped, w)
-        kappa = torch.where(keep, new_kappa, kappa)
-        converged &= ok.all(1) | ~active
-        ran += active.long()
-        spread = (
-            (
-                kappa.masked_fill(~valid, -math.inf).amax(1)
-                - kappa.masked_fill(~valid, math.inf).amin(1)
-            )
-            if valid.shape[1]
-            else (torch.zeros(b, dtype=kappa.dtype, device=kappa.device))
-        )  # no edge: flat
+        if not full:
+            stepped = stepped.masked_fill(~valid, 0.0)
+        new_kappa, ok, exact = _curvature(matrix(stepped), graphs, **options)
+        step_ok = ok.all(1)
+        if running == b:  # every graph still flows: nothing to freeze
+            w, kappa = stepped, new_kappa
+            if exact is not None:
+                exact_solves += exact.sum(1)
+            missed += ~step_ok
+            converged &= step_ok
+            ran += 1
+        else:
+            keep = active.unsqueeze(1)
+            if exact is not None:
+                exact_solves += (exact & keep).sum(1)
+            missed += ~step_ok & active
+            w = torch.where(keep, stepped, w)
+            kappa = torch.where(keep, new_kappa, kappa)
+            converged &= step_ok | ~active
+            ran += active.long()
+        if not valid.shape[1]:  # no edge: flat
+            spread = torch.zeros(b, dtype=kappa.dtype, device=kappa.device)
+        elif full:
+            spread = kappa.amax(1) - kappa.amin(1)
+        else:
+            spread = kappa.masked_fill(~valid, -math.inf).amax(1) - kappa.masked_fill(
+                ~valid, math.inf
+            ).amin(1)
         active &= ~(spread < delta)
         if history:
             trail_w.append(matrix(w))
             trail_k.append(matrix(kappa))
+    steps_missed = int(missed.sum())
     if steps_missed:
         warnings.warn(
             f"ricci_flow: {steps_missed} (graph, step) curvature solves missed the Sinkhorn "

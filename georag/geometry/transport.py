@@ -256,31 +256,79 @@ def sinkhorn_shared_cost(
         raise ValueError("cost must be non-negative and not NaN")
     if max_iter < 1 or check_every < 1:
         raise ValueError(f"max_iter and check_every must be >= 1, got {max_iter}, {check_every}")
-    eps = _check_epsilon(epsilon, torch.Size([bsz]), a).view(bsz, 1, 1)
-    shift = torch.as_tensor(center, dtype=a.dtype, device=a.device).expand(bsz).view(bsz, 1, 1)
+    eps = _check_epsilon(epsilon, torch.Size([bsz]), a)
+    shift = torch.as_tensor(center, dtype=a.dtype, device=a.device).expand(bsz)
     if not torch.isfinite(shift).all():
         raise ValueError(f"center must be finite, got {center}")
+    if (a.sum(-1) <= 0).any():
+        raise ValueError("every problem must carry positive mass")
+    return _shared_cost_sinkhorn(
+        a, b, cost, eps, shift, max_iter=max_iter, tol=tol, check_every=check_every, init=init
+    )
+
+
+def _shared_cost_sinkhorn(
+    a: torch.Tensor,
+    b: torch.Tensor,
+    cost: torch.Tensor,
+    eps: torch.Tensor,
+    center: torch.Tensor,
+    *,
+    max_iter: int,
+    tol: float,
+    check_every: int = 10,
+    init: tuple[torch.Tensor, torch.Tensor] | None = None,
+) -> SinkhornResult:
+    """:func:`sinkhorn_shared_cost` on checked input: ``eps`` and ``center`` of shape (B,)
+    in the dtype of ``a`` (the solver's hot path; callers that built their input
+    themselves, such as the Ricci flow, call it directly)."""
+    bsz = a.shape[0]
+    eps, shift = eps.view(bsz, 1, 1), center.view(bsz, 1, 1)
     # A floor far below every kernel entry that matters (those are >= exp(-limit)) keeps
     # each denominator positive, so the loop needs no clamping.
     floor = math.exp(-1.5 * max_cost_over_epsilon(a.dtype))
     kernel = torch.exp((shift - cost) / eps).clamp_min(floor)
     weighted = torch.where(torch.isfinite(cost), kernel * cost, torch.zeros_like(kernel))
     kernel_t = kernel.transpose(1, 2)
-    if (a.sum(-1) <= 0).any():
-        raise ValueError("every problem must carry positive mass")
     u = (a > 0).to(a.dtype) if init is None else init[0]
-    error = torch.full(a.shape[:2], math.inf, dtype=a.dtype, device=a.device)
+    # v <- b / (u K), u <- a / (v K^T), checked every check_every iterations on the
+    # v K^T that the next u update needs anyway
+    v = b / torch.bmm(u, kernel)
+    back = torch.bmm(v, kernel_t)
     iterations = 0
-    while iterations < max_iter:
-        steps = min(check_every, max_iter - iterations)
-        for _ in range(steps):
+    # A group leaves the iteration at the first check where all its problems meet tol
+    # (the others go on), so each group gets the iterations it would get alone: the
+    # result does not depend on the batch it was solved in.
+    out = None  # (rows still iterating, full u, full v, full error) once a group left
+    while True:
+        for _ in range(min(check_every, max_iter - iterations)):
+            u = a / back
             v = b / torch.bmm(u, kernel)
-            u = a / torch.bmm(v, kernel_t)
-        iterations += steps
-        v = b / torch.bmm(u, kernel)
-        error = (u * torch.bmm(v, kernel_t) - a).abs().sum(-1)
-        if bool((error < tol).all()):
+            back = torch.bmm(v, kernel_t)
+        iterations = min(iterations + check_every, max_iter)
+        error = (u * back - a).abs().sum(-1)
+        if iterations >= max_iter:
             break
+        done = (error < tol).all(-1)
+        if bool(done.all()):
+            break
+        if u.shape[0] > 1 and bool(done.any()):
+            if out is None:
+                rows = torch.arange(bsz, device=a.device)
+                out = (rows, u.clone(), v.clone(), error.clone())
+            rows = out[0]
+            for full, part in zip(out[1:], (u, v, error)):
+                full.index_copy_(0, rows[done], part[done])
+            left = (~done).nonzero().squeeze(1)
+            a, b, u, v, back = (t.index_select(0, left) for t in (a, b, u, v, back))
+            kernel = kernel.index_select(0, left)
+            kernel_t = kernel.transpose(1, 2)
+            out = (rows[left], *out[1:])
+    if out is not None:
+        rows, *full = out
+        for whole, part in zip(full, (u, v, error)):
+            whole.index_copy_(0, rows, part)
+        u, v, error = full
     transport = (torch.bmm(u, weighted) * v).sum(-1)
     converged = (error < tol) & torch.isfinite(transport)
     return SinkhornResult(transport, converged, error, iterations, u, v)

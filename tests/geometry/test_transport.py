@@ -106,6 +106,26 @@ def test_shared_cost_solver_warm_start_needs_fewer_iterations():
     torch.testing.assert_close(warm.cost, cold.cost)
 
 
+def test_shared_cost_groups_do_not_depend_on_their_batch():
+    # each group leaves the iteration at the first check where it converged, so it gets
+    # the iterations it would get alone: same plan and cost as solved on its own
+    a, b, cost = _problems(15, 7, 7, seed=8, dtype=torch.float64, sparse=True)
+    a, b = a.view(3, 5, 7), b.view(3, 5, 7)
+    eps = torch.tensor([0.5, 0.05, 0.2], dtype=torch.float64)
+    together = sinkhorn_shared_cost(a, b, cost[:3], epsilon=eps, max_iter=400, tol=1e-9)
+    counts = []
+    for g in range(3):
+        alone = sinkhorn_shared_cost(
+            a[g : g + 1], b[g : g + 1], cost[g : g + 1], epsilon=eps[g], max_iter=400, tol=1e-9
+        )
+        counts.append(alone.iterations)
+        torch.testing.assert_close(together.cost[g], alone.cost[0], rtol=1e-12, atol=1e-14)
+        torch.testing.assert_close(together.f[g], alone.f[0], rtol=1e-12, atol=1e-14)
+        assert torch.equal(together.converged[g], alone.converged[0])
+    assert len(set(counts)) > 1  # the groups needed different iteration counts
+    assert together.iterations == max(counts)
+
+
 def test_shared_cost_solver_stays_finite_when_the_kernel_underflows():
     a = torch.tensor([[[1.0, 0.0, 0.0]]], dtype=torch.float32)
     b = torch.tensor([[[0.0, 0.5, 0.5]]], dtype=torch.float32)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -17,6 +19,7 @@ from georag.rerank.pipeline import RerankPipeline
 from georag.rerank.ricci_filtration import RicciFiltration, RicciFiltrationConfig
 
 ROOT = Path(__file__).resolve().parents[2]
+FIXTURE = Path(__file__).parent / "fixtures" / "ricci_scifact.json"
 
 
 def clustered_batch(
@@ -89,6 +92,53 @@ def test_filter_follows_the_geometry_step_by_step(dtype):
     assert torch.isinf(result.scores[~result.keep]).all()
     # the flow separates the two clusters: most near candidates stay, most far ones go
     assert 0 < result.keep.sum(1).min() and result.keep.sum(1).max() < 20
+
+
+def scifact_fixture() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The stored SciFact graphs (B, 21, 21), keep decisions (B, 20) and query-edge
+    lengths (B, 20) of scripts/ricci_kept_fixture.py."""
+    spec = json.loads(FIXTURE.read_text())
+    n = spec["nodes"]
+    upper = torch.triu(torch.ones(n, n, dtype=torch.bool), 1)
+    graphs = []
+    for g in spec["graphs"]:
+        bits = bin(int(g["edges"], 16))[2:].zfill(int(upper.sum()))
+        adjacency = torch.zeros(n, n, dtype=torch.bool)
+        adjacency[upper] = torch.tensor([c == "1" for c in bits])
+        graphs.append(adjacency | adjacency.T)
+    keep = torch.tensor([[c == "1" for c in g["keep"]] for g in spec["graphs"]])
+    lengths = torch.tensor([g["query_lengths"] for g in spec["graphs"]], dtype=torch.float64)
+    return torch.stack(graphs), keep, lengths
+
+
+def test_kept_sets_on_scifact_graphs_match_the_stored_behaviour():
+    # the filter's flow on 32 real SciFact graphs, one at a time (B=1) and as one batch,
+    # against the decisions stored from the solver before the speed work (5d7b479);
+    # here they are equal; the bounds leave room for another CPU's float32 rounding
+    adjacency, keep, stored = scifact_fixture()
+    cfg = RicciFiltrationConfig()
+    options = dict(
+        iterations=cfg.iterations,
+        step=cfg.step,
+        alpha=cfg.alpha,
+        exp_power=cfg.exp_power,
+        method=cfg.method,
+        epsilon=cfg.epsilon,
+        max_iter=cfg.max_iter,
+        tol=cfg.tol,
+        accuracy=None,
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        alone = torch.cat(
+            [ricci_flow(g[None].float(), g[None], **options).lengths[:, 0, 1:] for g in adjacency]
+        )
+        together = ricci_flow(adjacency.float(), adjacency, **options).lengths[:, 0, 1:]
+    for lengths in (alone, together):
+        kept = lengths <= cfg.eta + cfg.eta_atol
+        assert (kept == keep).double().mean() >= 0.995
+        torch.testing.assert_close(lengths.double(), stored, rtol=1e-3, atol=1e-3)
+    torch.testing.assert_close(together, alone, rtol=1e-3, atol=1e-4)  # batch-independent
 
 
 def test_exact_and_sinkhorn_keep_the_same_candidates_on_clear_clusters():
