@@ -70,9 +70,12 @@ def main() -> None:
                 "query_lengths": [round(x, 6) for x in lengths.tolist()],
             }
         )
-    commit = args.code or subprocess.run(
-        ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
-    ).stdout.strip()
+    commit = (
+        args.code
+        or subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
+        ).stdout.strip()
+    )
     header = {
         "what": "Ricci-Filtration flow (RicciFiltrationConfig defaults) on SciFact test graphs, "
         "each alone (B=1); edges: upper triangle of the 21-node adjacency, row-major, hex",
