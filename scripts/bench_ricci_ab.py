@@ -31,6 +31,7 @@ ROOT = Path(__file__).resolve().parents[1]
 CHILD = """
 import json, sys, time, torch
 torch.set_num_threads(int(sys.argv[2]))
+import georag
 from georag.geometry.ricci import ricci_flow
 from georag.rerank.ricci_filtration import RicciFiltrationConfig, RicciFiltration
 adjacency = torch.load(sys.argv[1])
@@ -44,19 +45,22 @@ if "accuracy" in inspect.signature(ricci_flow).parameters:
     options["accuracy"] = None  # what RicciFiltration passes in this tree
 warnings.simplefilter("ignore")
 ricci_flow(lengths[:8], adjacency[:8], **options)
-start = time.perf_counter()
+start, cpu = time.perf_counter(), time.thread_time()
 flow = ricci_flow(lengths, adjacency, **options)
-seconds = time.perf_counter() - start
+seconds, cpu = time.perf_counter() - start, time.thread_time() - cpu
 keep = (flow.lengths[:, 0, 1:] <= cfg.eta + cfg.eta_atol).tolist()
-print(json.dumps({"seconds": seconds, "keep": keep}))
+print(json.dumps({"seconds": seconds, "cpu": cpu, "keep": keep, "georag": georag.__file__}))
 """
 
 
 def run(tree: Path, path: Path, threads: int) -> dict:
     env = {**os.environ, "PYTHONPATH": str(tree), "OMP_NUM_THREADS": str(threads)}
+    # run inside the tree: ``python -c`` puts the working directory first on sys.path, so
+    # from any other checkout the child would import that checkout's georag
     out = subprocess.run(
         [sys.executable, "-c", CHILD, str(path), str(threads)],
         env=env,
+        cwd=tree,
         check=True,
         capture_output=True,
         text=True,
@@ -85,23 +89,31 @@ def main() -> None:
         path = Path(tmp) / "a.pt"
         torch.save(adjacency, path)
         times = {"this tree": [], "base tree": []}
-        keeps = {}
+        cpus = {"this tree": [], "base tree": []}
+        keeps, imported = {}, {}
         for _ in range(args.repeats):
             for name, tree in (("this tree", ROOT), ("base tree", args.base_tree)):
                 out = run(tree, path, threads)
                 times[name].append(out["seconds"])
+                cpus[name].append(out["cpu"])
                 keeps[name] = np.array(out["keep"])
+                imported[name] = out["georag"]
     real = adjacency[:, 0, 1:].numpy()
-    print("\n| code | median s | ms/query | runs |")
-    print("|---|---:|---:|---|")
+    print(f"# SciFact dense top-20 graphs B={args.batch}, {args.repeats} alternating rounds")
+    for name, module in imported.items():
+        print(f"{name}: {module}")
+    print("\n| code | median s | ms/query | thread CPU ms/query | runs (s) |")
+    print("|---|---:|---:|---:|---|")
     for name, values in times.items():
         med = statistics.median(values)
+        cpu = statistics.median(cpus[name])
         print(
             f"| {name} | {med:.3f} | {med / args.batch * 1e3:.2f} | "
-            f"{', '.join(f'{v:.2f}' for v in values)} |"
+            f"{cpu / args.batch * 1e3:.2f} | {', '.join(f'{v:.2f}' for v in values)} |"
         )
     ratio = statistics.median(times["this tree"]) / statistics.median(times["base tree"])
-    print(f"\nthis / base time ratio: {ratio:.3f}")
+    cpu_ratio = statistics.median(cpus["this tree"]) / statistics.median(cpus["base tree"])
+    print(f"\nthis / base time ratio: {ratio:.3f} (thread CPU: {cpu_ratio:.3f})")
     same = (keeps["this tree"] == keeps["base tree"])[real].mean()
     print(f"keep decisions equal between the trees: {same:.4f}")
     n_peer = min(args.peer_graphs, args.batch)
