@@ -550,11 +550,12 @@ def _curvature(
                 unit = unit.masked_scatter(exact, emd(a[exact], bb[exact], costs[exact]))
             if accuracy is not None:
                 converged = converged | exact
-    transport = torch.where(moving, mass * unit, 0.0)
+    # kappa = 1 - W / d where mass moves, 1 between distinct identical measures, 0 on
+    # zero-distance and padded edges (spread is False there)
     kappa = torch.where(
-        moving, 1.0 - transport / d_edge.clamp_min(_ZERO_DISTANCE), torch.where(spread, 1.0, 0.0)
+        moving, 1.0 - mass * unit / d_edge.clamp_min(_ZERO_DISTANCE), spread.to(unit.dtype)
     )
-    return kappa.masked_fill(~valid, 0.0).to(lengths.dtype), converged | ~valid, exact
+    return kappa.to(lengths.dtype), converged | ~valid, exact
 
 
 def _average_transport(
