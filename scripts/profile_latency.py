@@ -39,10 +39,12 @@ FUNCTIONS = {
         "georag.geometry.ricci:_average_transport",
         "georag.geometry.ricci:_curvature",
         "georag.geometry.ricci:shortest_paths",
+        "georag.geometry.ricci:_Graphs.shortest_paths",
         "georag.geometry.ricci:_node_measures",
         "georag.geometry.ricci:_sinkhorn_epsilon",
         "georag.geometry.ricci:_warm_start",
         "georag.geometry.ricci:sinkhorn_shared_cost",
+        "georag.geometry.ricci:_shared_cost_sinkhorn",
         "georag.geometry.ricci:sinkhorn_shared_cost_scaled",
         "georag.geometry.ricci:_scatter_edges",
         "georag.geometry.transport:_check_marginals",
@@ -69,12 +71,15 @@ class Breakdown:
         self.stack: list[float] = []
         self.absent = []
         for target in targets:
-            module_name, attr = target.split(":")
-            module = importlib.import_module(module_name)
-            if not hasattr(module, attr):  # the solver moves: say what is gone
+            module_name, path = target.split(":")
+            owner = importlib.import_module(module_name)
+            *parents, attr = path.split(".")  # "Class.method" wraps a method
+            for name in parents:
+                owner = getattr(owner, name, None)
+            if owner is None or not hasattr(owner, attr):  # the solver moves: say what is gone
                 self.absent.append(target)
                 continue
-            setattr(module, attr, self._wrap(getattr(module, attr), attr))
+            setattr(owner, attr, self._wrap(getattr(owner, attr), path))
 
     def _wrap(self, fn, label: str):
         def wrapper(*args, **kwargs):
