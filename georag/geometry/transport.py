@@ -64,7 +64,8 @@ class SinkhornResult:
         Final L1 error of the row marginal (the column marginal is exact after the
         last half-step).
     iterations : int
-        Sinkhorn iterations run (the same for the whole batch).
+        Sinkhorn iterations run: the most of any problem (:func:`sinkhorn` runs the whole
+        batch alike; :func:`sinkhorn_shared_cost` stops each group on its own).
     f, g : torch.Tensor, shape (..., n) and (..., m)
         Dual potentials (log-domain solver) or scalings ``u``, ``v`` (kernel-domain
         solver); pass them back as ``init`` to warm-start.
@@ -214,7 +215,9 @@ def sinkhorn_shared_cost(
 
     For group ``k`` with kernel ``K = exp(-C_k / eps_k)`` the E problems of the group
     update ``v <- b / (u K)`` and ``u <- a / (v K^T)`` as two batched matrix products
-    ``(E, n) @ (n, m)``.
+    ``(E, n) @ (n, m)``. A group stops at the first check where all its problems meet
+    ``tol`` (the other groups go on), so it gets the iterations it would get alone: its
+    result does not depend on the batch it is solved in.
 
     Parameters
     ----------
