@@ -336,7 +336,6 @@ class _Graphs:
         self.adjacency, self.edges, self.directed = adjacency, edges, directed
         i, j, _ = edges
         rows = torch.arange(b, device=device).unsqueeze(1)
-        self.rows = rows
         self.edge_entry = (rows * n + i) * n + j  # (B, E) into the flattened (B, N, N)
         self.source_rows = (rows * n + i).reshape(-1)  # (B E,) into the (B N, N) rows
         self.target_rows = (rows * n + j).reshape(-1)
