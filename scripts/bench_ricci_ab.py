@@ -9,6 +9,9 @@ seconds, their ratio, and the share of candidates whose keep decision agrees bet
 the two and with GraphRicciCurvature 0.6.1 (exact flow, ``.venv-peers``)::
 
     python scripts/bench_ricci_ab.py --base-tree /tmp/base --batch 256 --repeats 5
+
+``--one-by-one`` flows the graphs one at a time (the B=1 latency; ``--batch`` is then the
+number of graphs). Each side reports wall and thread CPU time, and which georag it imported.
 """
 
 from __future__ import annotations
@@ -46,19 +49,23 @@ if "accuracy" in inspect.signature(ricci_flow).parameters:
 warnings.simplefilter("ignore")
 ricci_flow(lengths[:8], adjacency[:8], **options)
 start, cpu = time.perf_counter(), time.thread_time()
-flow = ricci_flow(lengths, adjacency, **options)
+if sys.argv[3] == "1":  # one graph at a time (B=1)
+    final = torch.cat([ricci_flow(lengths[g : g + 1], adjacency[g : g + 1], **options).lengths
+                       for g in range(len(adjacency))])
+else:
+    final = ricci_flow(lengths, adjacency, **options).lengths
 seconds, cpu = time.perf_counter() - start, time.thread_time() - cpu
-keep = (flow.lengths[:, 0, 1:] <= cfg.eta + cfg.eta_atol).tolist()
+keep = (final[:, 0, 1:] <= cfg.eta + cfg.eta_atol).tolist()
 print(json.dumps({"seconds": seconds, "cpu": cpu, "keep": keep, "georag": georag.__file__}))
 """
 
 
-def run(tree: Path, path: Path, threads: int) -> dict:
+def run(tree: Path, path: Path, threads: int, one_by_one: bool) -> dict:
     env = {**os.environ, "PYTHONPATH": str(tree), "OMP_NUM_THREADS": str(threads)}
     # run inside the tree: ``python -c`` puts the working directory first on sys.path, so
     # from any other checkout the child would import that checkout's georag
     out = subprocess.run(
-        [sys.executable, "-c", CHILD, str(path), str(threads)],
+        [sys.executable, "-c", CHILD, str(path), str(threads), str(int(one_by_one))],
         env=env,
         cwd=tree,
         check=True,
@@ -72,6 +79,9 @@ def main() -> None:
     parser = bench_parser(__doc__, repeats=5, device=False)
     parser.add_argument("--base-tree", required=True, type=Path)
     parser.add_argument("--batch", type=int, default=256)
+    parser.add_argument(
+        "--one-by-one", action="store_true", help="flow each graph alone (B=1 latency)"
+    )
     parser.add_argument("--peer-graphs", type=int, default=64)
     args = parser.parse_args()
     bench = start(
@@ -93,13 +103,17 @@ def main() -> None:
         keeps, imported = {}, {}
         for _ in range(args.repeats):
             for name, tree in (("this tree", ROOT), ("base tree", args.base_tree)):
-                out = run(tree, path, threads)
+                out = run(tree, path, threads, args.one_by_one)
                 times[name].append(out["seconds"])
                 cpus[name].append(out["cpu"])
                 keeps[name] = np.array(out["keep"])
                 imported[name] = out["georag"]
     real = adjacency[:, 0, 1:].numpy()
-    print(f"# SciFact dense top-20 graphs B={args.batch}, {args.repeats} alternating rounds")
+    print(
+        f"# SciFact dense top-20 graphs: {args.batch}, "
+        f"{'one at a time (B=1)' if args.one_by_one else 'one batch'}, "
+        f"{args.repeats} alternating rounds"
+    )
     for name, module in imported.items():
         print(f"{name}: {module}")
     print("\n| code | median s | ms/query | thread CPU ms/query | runs (s) |")
