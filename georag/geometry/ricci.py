@@ -15,7 +15,9 @@ Ricci-Filtration paper builds on:
   length is 1, recompute the curvature, and stop a graph early once
   ``max(kappa) - min(kappa) < delta``.
 
-Every graph of the batch runs at once; the Python loops run over flow iterations,
+Every graph of the batch runs at once (each leaves the Sinkhorn iteration once its own
+problems converged, so its result does not depend on the batch); what depends on the
+graphs alone is built once per flow; the Python loops run over flow iterations,
 Sinkhorn iterations and Floyd-Warshall pivots, and, for the exact solves (``"exact"``,
 ``"auto"`` on small neighbourhoods, Sinkhorn edges without a certificate), over edges
 around POT's C++ network simplex: on a CPU that is cheaper than Sinkhorn at these sizes
