@@ -12,7 +12,6 @@ compares the current code against it). No text or embedding is stored::
 
 from __future__ import annotations
 
-import argparse
 import json
 import subprocess
 import sys
@@ -21,19 +20,22 @@ from pathlib import Path
 
 import torch
 
+from georag._io import atomic_write
+from georag.eval.bench import bench_parser, start
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data-dir", default=None)
+    parser = bench_parser(__doc__, repeats=None, out="--json", device=False)
+    parser.set_defaults(threads=1)  # the fixture's bits are those of a one-thread run
     parser.add_argument("--graphs", type=int, default=32)
     parser.add_argument(
         "--out", type=Path, default=ROOT / "tests" / "rerank" / "fixtures" / "ricci_scifact.json"
     )
     parser.add_argument("--code", default="", help="commit the run stands for (default: HEAD)")
     args = parser.parse_args()
-    torch.set_num_threads(1)
+    bench = start(args, config={"graphs": args.graphs, "out": str(args.out)}, device="cpu")
     sys.path.insert(0, str(ROOT / "scripts"))
     from bench_ricci import scifact_graphs
 
@@ -86,8 +88,9 @@ def main() -> None:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     lines = ",\n".join("  " + json.dumps(g) for g in graphs)  # one graph a line
     head = json.dumps(header, indent=1)[:-2]
-    args.out.write_text(f'{head},\n "graphs": [\n{lines}\n ]\n}}\n')
+    atomic_write(args.out, f'{head},\n "graphs": [\n{lines}\n ]\n}}\n')
     print(f"{len(graphs)} graphs -> {args.out}")
+    bench.finish({"graphs": len(graphs), "out": str(args.out)})
 
 
 if __name__ == "__main__":
