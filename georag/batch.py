@@ -267,6 +267,15 @@ class QueryBatch:
             raise ValueError(f"texts must have {len(self.ids)} entries, got {len(self.texts)}")
         _check_finite("embeddings", self.embeddings)
 
+    @property
+    def batch_size(self) -> int:
+        """B, the number of queries."""
+        return len(self.ids)
+
+    def to(self, device: torch.device | str) -> QueryBatch:
+        """The same queries with the embeddings on ``device``."""
+        return QueryBatch(self.ids, self.texts, self.embeddings.to(device))
+
     def slice(self, start: int, stop: int) -> QueryBatch:
         """Return queries ``start:stop`` (not re-checked: a slice of a checked batch)."""
         new = object.__new__(type(self))

@@ -23,7 +23,7 @@ from torch.utils.data import DataLoader
 
 from train.pools import Pool, holdout_split, kfold_split, load_pool, take
 
-__all__ = ["PROTOCOLS", "LearnedPoolData", "split_rows"]
+__all__ = ["PROTOCOLS", "LearnedPoolData", "split_rows", "write_split"]
 
 PROTOCOLS = ("holdout", "kfold")
 
@@ -53,6 +53,16 @@ def split_rows(
         rows, report = list(range(num_queries)), []
     train, val = holdout_split(rows, fraction=val_fraction, seed=seed + 1)
     return {"train": train, "val": val, "report": report}
+
+
+def write_split(folder: str, hparams, split: dict[str, list[str]]) -> None:
+    """Write ``split.json`` (the protocol, seed, folds and every query id by part) into
+    ``folder``; ``hparams`` are a data module's (dataset, protocol, seed, folds, fold,
+    train_split)."""
+    os.makedirs(folder, exist_ok=True)
+    keys = ("dataset", "protocol", "seed", "folds", "fold", "train_split")
+    with open(os.path.join(folder, "split.json"), "w") as handle:
+        json.dump({**{k: hparams[k] for k in keys}, **split}, handle, indent=1)
 
 
 class LearnedPoolData(L.LightningDataModule):
@@ -142,22 +152,7 @@ class LearnedPoolData(L.LightningDataModule):
         self.train_rows = list(range(n_train))
         self.val_rows = list(range(n_train, n_train + len(rows["val"])))
         if self.trainer is not None and self.trainer.is_global_zero:
-            folder = self.trainer.default_root_dir
-            os.makedirs(folder, exist_ok=True)
-            with open(os.path.join(folder, "split.json"), "w") as handle:
-                json.dump(
-                    {
-                        "dataset": hp.dataset,
-                        "protocol": hp.protocol,
-                        "seed": hp.seed,
-                        "folds": hp.folds,
-                        "fold": hp.fold,
-                        "train_split": hp.train_split,
-                        **self.split,
-                    },
-                    handle,
-                    indent=1,
-                )
+            write_split(self.trainer.default_root_dir, hp, self.split)
 
     def _collate(self, rows: list[int]) -> dict:
         index = torch.tensor(rows, dtype=torch.long)

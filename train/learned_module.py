@@ -6,12 +6,15 @@ The reranker is built by name through the registry
 Loss: listwise softmax cross-entropy or approximate NDCG (:mod:`train.losses`) over each
 query's ranked candidates, with a learned temperature. Optimizer: Adam, or
 ``geoopt.optim.RiemannianAdam`` when a parameter lives on a manifold
-(``geoopt.ManifoldParameter``). Validation each epoch: NDCG@10 of the reranker's inference
-output on the held-out training queries (``val/ndcg@10``; ``val/ndcg@10_init`` before the
-first step). A non-finite gradient raises :class:`FloatingPointError` in the training step,
-before the optimizer can touch the weights. When fitting ends, the weights of the best
-validation epoch (the starting weights included) are loaded back into the reranker and
-written to ``export_path`` (with a JSON summary beside it).
+(``geoopt.ManifoldParameter``). A corpus-level retriever (``learned_iso``) trains on
+:class:`~train.corpus_data.CorpusQueryData`, whose batches hold a
+:class:`~georag.batch.QueryBatch` and gains over the corpus rows; it is fitted on the data
+module's ``corpus`` when fitting starts. Validation each epoch: NDCG@10 of the reranker's
+inference output on the held-out training queries (``val/ndcg@10``; ``val/ndcg@10_init``
+before the first step). A non-finite gradient raises :class:`FloatingPointError` in the
+training step, before the optimizer can touch the weights. When fitting ends, the weights
+of the best validation epoch (the starting weights included) are loaded back into the
+reranker and written to ``export_path`` (with a JSON summary beside it).
 """
 
 from __future__ import annotations
@@ -121,6 +124,9 @@ class LearnedRerankerModule(L.LightningModule):
 
     def on_fit_start(self) -> None:
         self.reranker.train()  # built in eval mode (inference); Lightning keeps module modes
+        corpus = getattr(self.trainer.datamodule, "corpus", None)
+        if corpus is not None:  # a corpus-level retriever (learned_iso) indexes it first
+            self.reranker.fit(corpus)
 
     def on_train_start(self) -> None:
         self._started = time.perf_counter()

@@ -13,7 +13,7 @@ from __future__ import annotations
 import optuna
 import torch
 
-from georag.rerank.registry import make_method
+from georag.rerank.registry import is_retriever, make_method
 from train.losses import ndcg_at_k
 from train.pools import Pool
 
@@ -47,8 +47,9 @@ def tune(
     ----------
     method : str
         Registry name of a learnable reranker; its class's ``search_space`` is searched.
-    pool : Pool
-        The training queries' candidates.
+    pool : Pool or train.corpus_data.QuerySet
+        The training queries' candidates (or, for a corpus-level retriever, the training
+        queries and their corpus).
     trials : int
         TPE trials (the first is the config's defaults, the paper's, clipped into the
         search box: a fusion weight of 0 becomes the low end of its log range).
@@ -80,6 +81,8 @@ def tune(
             for name, (low, high, log) in space.items()
         }
         reranker = make_method(method, {**(options or {}), **knobs})
+        if is_retriever(reranker):  # a corpus-level retriever ranks the pool's corpus
+            reranker.fit(pool.corpus)
         return pool_ndcg(reranker, pool)
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)

@@ -13,6 +13,8 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+import torch
+
 from georag.config import config_from_mapping, parse_value
 from georag.rerank.base import Reranker, Retriever
 from georag.rerank.pipeline import RerankPipeline
@@ -52,6 +54,7 @@ _METHODS: dict[str, tuple[str, str, str | None]] = {
     ),
     "learned_map": ("georag.rerank.learned_map", "LearnedMap", "LearnedMapConfig"),
     "learned_ricci": ("georag.rerank.learned_ricci", "LearnedRicci", "LearnedRicciConfig"),
+    "learned_iso": ("georag.rerank.learned_iso", "LearnedIso", "LearnedIsoConfig"),
 }
 
 
@@ -96,14 +99,19 @@ def config_class(name: str) -> type | None:
 
 def is_retriever(method: object) -> bool:
     """Whether ``method`` (an instance, a class or a spec) is a corpus-level retriever (has
-    ``fit`` and ``retrieve``) rather than a pool reranker (is called on a batch)."""
+    ``fit`` and ``retrieve``) rather than a pool reranker (is called on a batch).
+
+    ``torch.nn.Module.__call__`` (which every module has, and which runs ``forward``) does
+    not make a pool reranker: a module with ``fit`` and ``retrieve`` (``learned_iso``) is a
+    retriever unless a class of its own defines ``__call__``."""
     if isinstance(method, str):
         if "+" in method:
             return False
         method = _lookup(method.strip())[0]
     kinds = (method if isinstance(method, type) else type(method)).__mro__
+    own = [k for k in kinds if k is not torch.nn.Module]
     return all(any(attr in vars(k) for k in kinds) for attr in ("fit", "retrieve")) and not any(
-        "__call__" in vars(k) for k in kinds
+        "__call__" in vars(k) for k in own
     )
 
 

@@ -1,0 +1,326 @@
+"""Learnable ISO-RAG: Cheeger-pruned local PageRank with trained knobs, a corpus retriever.
+
+The fixed method (:class:`~georag.rerank.iso_rag.IsoRag`, ISO-RAG, isoperimetric control
+of graph-based RAG) fixes its numbers by hand. Here the continuous ones are parameters,
+initialised at :class:`~georag.rerank.iso_rag.IsoRagConfig`'s defaults and kept valid by
+their parameterisation (:mod:`georag.models.knobs`):
+
+* ``damping`` (0.5) in (0, 1), through a sigmoid: PPR's probability of following an edge;
+* ``lam`` (0.9) in (0, 1), through a sigmoid: the learned fusion with the first-stage
+  score, ``lam * PPR / max(PPR) + (1 - lam) * cosine``;
+* ``prune_threshold`` (1.0, ``eta``) > 0, through exp: edges whose pruning score
+  ``|log h_u - log h_v|`` exceeds it are removed;
+* ``topo_weight`` (0.5) > 0, through exp: the weight of a topological edge (with
+  ``topological=True``; it shapes the local graph's weights, strengths and so the
+  Cheeger ratios);
+* optionally a learned linear map of the embeddings (identity at start), shared by query
+  and passages: the cosine that picks the seeds and the local graph, weights the seeds'
+  teleport and enters the fusion is taken between the mapped, re-normalised vectors.
+
+Discrete parts and what each path uses:
+
+* the seeds (top-``num_seeds`` cosine), the local node set (seeds + graph neighbours, at
+  most ``max_nodes``), the corpus graph's topology and semantic weights, the sweep order
+  of the local Cheeger ratio, and the volumes (hyperbolic radii of the original
+  embeddings) are recomputed on every call and not differentiated;
+* the pruning, a hard threshold, trains through the smooth surrogate
+  ``w * sigmoid((eta - score) / prune_temperature)`` (every edge stays, down-weighted by
+  how far its score is past ``eta``);
+* inference (eval mode: :meth:`LearnedIso.retrieve`, :meth:`LearnedIso.search`, calling
+  the module) runs the hard rule through :class:`IsoRag` itself with the current knob
+  values, so an untrained ``learned_iso`` gives exactly IsoRag's scores and the same speed.
+
+Training scores every node of each query's local graph (scattered into the corpus
+columns; nodes outside it are not ranked); PageRank is differentiated implicitly
+(:func:`georag.geometry.diffusion.personalized_pagerank`), the Cheeger ratios through
+their minimizing sweep set.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, fields
+
+import torch
+
+from georag.batch import Corpus, QueryBatch, RerankResult
+from georag.geometry.cheeger import local_cheeger_ratio, pruning_scores
+from georag.geometry.diffusion import personalized_pagerank
+from georag.models.knobs import EmbeddingMap, Interval, Positive
+from georag.models.poincare import PoincareHead
+from georag.rerank.iso_rag import (
+    IsoRag,
+    IsoRagConfig,
+    corpus_graph,
+    fixed_radius,
+    local_candidate_graph,
+)
+from georag.rerank.learned import LearnableReranker
+from georag.rerank.pipeline import top_k_mask
+from georag.retrieval.passage_graph import PassageGraph
+
+__all__ = ["LearnedIsoConfig", "LearnedIso"]
+
+KNOBS = ("damping", "lam", "prune_threshold", "topo_weight")
+
+
+@dataclass(frozen=True)
+class LearnedIsoConfig:
+    """IsoRag's settings (its defaults: the initial knobs) and the learning settings.
+
+    Parameters
+    ----------
+    num_seeds, max_nodes, topological, volume, sweep_size, tol, max_iter, head
+        As :class:`~georag.rerank.iso_rag.IsoRagConfig` (fixed, not trained).
+    damping, lam, prune_threshold, topo_weight : float
+        Initial knob values (see the module docstring); strictly inside their domains
+        (``lam`` and ``damping`` in (0, 1), the others finite and > 0).
+    prune_temperature : float
+        ``t`` of the training surrogate ``sigmoid((eta - score) / t)`` of the pruning.
+    top_k : int
+        Passages kept when the module is called on a :class:`QueryBatch` (the training
+        module's validation); :meth:`LearnedIso.retrieve` takes its own ``top_k``.
+    embedding_map : bool
+        Learn a linear map of the embeddings (identity at start).
+    dim : int
+        Embedding width D (for the map).
+    weights : str, optional
+        A file written by :meth:`LearnableReranker.save`; its config replaces this one.
+    """
+
+    num_seeds: int = IsoRagConfig.num_seeds
+    max_nodes: int = IsoRagConfig.max_nodes
+    topological: bool = IsoRagConfig.topological
+    topo_weight: float = IsoRagConfig.topo_weight
+    volume: str = IsoRagConfig.volume
+    sweep_size: int = IsoRagConfig.sweep_size
+    prune_threshold: float = IsoRagConfig.prune_threshold
+    damping: float = IsoRagConfig.damping
+    lam: float = IsoRagConfig.lam
+    tol: float = IsoRagConfig.tol
+    max_iter: int = IsoRagConfig.max_iter
+    head: str | None = IsoRagConfig.head
+    prune_temperature: float = 0.1
+    top_k: int = 10
+    embedding_map: bool = False
+    dim: int = 384
+    weights: str | None = None
+
+    def __post_init__(self) -> None:
+        self.iso_config()  # IsoRag's own checks
+        for name in ("damping", "lam"):
+            if not 0.0 < getattr(self, name) < 1.0:
+                raise ValueError(f"{name} must lie in (0, 1), got {getattr(self, name)}")
+        for name in ("prune_threshold", "topo_weight", "prune_temperature"):
+            value = getattr(self, name)
+            if not (value > 0 and math.isfinite(value)):
+                raise ValueError(f"{name} must be finite and positive, got {value}")
+        if self.top_k < 1 or self.dim < 1:
+            raise ValueError(f"top_k and dim must be positive, got {self.top_k}, {self.dim}")
+
+    def iso_config(self, **knobs: float) -> IsoRagConfig:
+        """The :class:`IsoRagConfig` of these settings, with ``knobs`` replaced."""
+        shared = {f.name: getattr(self, f.name) for f in fields(IsoRagConfig)}
+        return IsoRagConfig(**{**shared, **knobs})
+
+
+class LearnedIso(LearnableReranker):
+    """ISO-RAG with learned damping, fusion, pruning threshold and topological weight.
+
+    A corpus-level retriever (``fit(corpus)``, ``retrieve(queries, top_k=...)``) that is
+    also an :class:`torch.nn.Module`: :meth:`score` is the differentiable training path
+    on a :class:`~georag.batch.QueryBatch`; see the module docstring.
+    """
+
+    name = "learned_iso"
+    config_class = LearnedIsoConfig
+    fixed_method = "iso"
+    search_space = {
+        "damping": (0.05, 0.95, False),
+        "lam": (0.05, 0.99, False),
+        "prune_threshold": (0.05, 5.0, True),
+        "topo_weight": (0.05, 2.0, True),
+    }
+
+    def __init__(self, config: LearnedIsoConfig | None = None) -> None:
+        super().__init__(config or LearnedIsoConfig())
+        cfg = self.config
+        self.damping = Interval(cfg.damping)
+        self.lam = Interval(cfg.lam)
+        self.prune_threshold = Positive(cfg.prune_threshold)
+        self.topo_weight = Positive(cfg.topo_weight)
+        self.embed = EmbeddingMap(cfg.dim) if cfg.embedding_map else None
+        self._fixed: tuple[tuple, IsoRag] | None = None
+        self._load_if_given()
+
+    # --- the corpus ---------------------------------------------------------------------
+
+    def fit(self, corpus: Corpus) -> LearnedIso:
+        """Index ``corpus``: its passage graph (cached) and the radius of each passage."""
+        radius = None
+        if self.config.head is not None:
+            with torch.no_grad():
+                head = PoincareHead.load(self.config.head)
+                radius = head.radius(corpus.embeddings.float()).clamp_min(1e-6)
+                radius = radius.to(corpus.embeddings.dtype)
+        return self.fit_graph(
+            corpus.embeddings, corpus_graph(corpus), radius, doc_ids=corpus.doc_ids
+        )
+
+    def fit_graph(
+        self,
+        embeddings: torch.Tensor,
+        graph: PassageGraph,
+        radius: torch.Tensor | None = None,
+        *,
+        doc_ids: list[str] | None = None,
+    ) -> LearnedIso:
+        """Index a corpus given as embeddings (N, D), its passage graph and, optionally, the
+        radii (N,) of the volume proxy; as :meth:`IsoRag.fit_graph`."""
+        # the fixed method checks the inputs and computes the volumes once
+        fixed = IsoRag(self.config.iso_config()).fit_graph(
+            embeddings, graph, radius, doc_ids=doc_ids
+        )
+        self.embeddings, self.doc_ids, self.volume = fixed.embeddings, fixed.doc_ids, fixed.volume
+        self.graph = graph
+        self.radius = fixed_radius(embeddings) if radius is None else radius
+        # every edge the local graph may hold, numbered from 1 in the values of one CSR
+        # matrix, so that a local graph's weights can be gathered differentiably
+        pattern = graph.edge_weight(topo_weight=1.0, topological=self.config.topological) > 0
+        number = torch.arange(1, pattern.numel() + 1, dtype=torch.float64)
+        self._edge_numbers = graph.to_csr(torch.where(pattern, number, 0.0))
+        self._fixed = None
+        return self
+
+    @property
+    def row_ids(self) -> list[str]:
+        """The document id of each corpus row."""
+        self._check_fitted()
+        return self.doc_ids
+
+    def _check_fitted(self) -> None:
+        if not hasattr(self, "doc_ids"):
+            raise ValueError(f"{self.name}: call fit(corpus) before retrieving")
+
+    # --- inference: IsoRag with the current knobs -----------------------------------------
+
+    def _mapped(self, x: torch.Tensor) -> torch.Tensor:
+        """Unit-norm images of ``x`` (..., D) under the map (``x`` itself without one)."""
+        if self.embed is None:
+            return x
+        y = self.embed(x)
+        return y / y.norm(dim=-1, keepdim=True).clamp_min(1e-12)
+
+    def fixed(self) -> IsoRag:
+        """:class:`IsoRag` at the current knob values (and mapped embeddings), fitted on this
+        corpus; rebuilt only when a parameter changed."""
+        self._check_fitted()
+        key = (tuple(self.knobs()[k] for k in KNOBS), tuple(p._version for p in self.parameters()))
+        if self._fixed is None or self._fixed[0] != key:
+            with torch.no_grad():
+                iso = IsoRag(self.config.iso_config(**self.knobs()))
+                iso.fit_graph(
+                    self._mapped(self.embeddings), self.graph, self.radius, doc_ids=self.doc_ids
+                )
+            self._fixed = (key, iso)
+        return self._fixed[1]
+
+    def _mapped_queries(self, queries: QueryBatch) -> QueryBatch:
+        if self.embed is None:
+            return queries
+        with torch.no_grad():
+            return QueryBatch(queries.ids, queries.texts, self._mapped(queries.embeddings))
+
+    def retrieve(self, queries: QueryBatch, *, top_k: int) -> RerankResult:
+        """Scores over the corpus rows (the hard pruning rule); the ``top_k`` best are kept."""
+        return self.fixed().retrieve(self._mapped_queries(queries), top_k=top_k)
+
+    def search(self, query: torch.Tensor, *, top_k: int = 10):
+        """:meth:`IsoRag.search` at the current knobs, for query embeddings (B, D)."""
+        with torch.no_grad():
+            return self.fixed().search(self._mapped(query), top_k=top_k)
+
+    def forward(self, batch: QueryBatch) -> RerankResult:
+        """Eval mode: :meth:`retrieve` with ``top_k``; training mode: the surrogate's top k."""
+        if not self.training:
+            return self.retrieve(batch, top_k=self.config.top_k)
+        scores, ranked = self.score(batch)
+        return RerankResult.from_scores(scores, self.keep(scores.detach(), ranked))
+
+    def keep(self, scores: torch.Tensor, ranked: torch.Tensor) -> torch.Tensor:
+        return top_k_mask(scores, ranked, self.config.top_k)
+
+    # --- training: the differentiable path ------------------------------------------------
+
+    def score(
+        self, batch: QueryBatch, *, hard: bool = False
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Differentiable scores of every local-graph node, in the corpus columns.
+
+        Parameters
+        ----------
+        batch : QueryBatch
+            B unit-norm query embeddings.
+        hard : bool
+            Prune by the hard rule instead of the surrogate (the inference computation
+            under autograd; tests).
+
+        Returns
+        -------
+        scores : torch.Tensor, shape (B, N)
+            ``lam * PPR / max(PPR) + (1 - lam) * cosine`` on each query's local nodes.
+        ranked : torch.Tensor, shape (B, N), bool
+            The local nodes.
+        """
+        self._check_fitted()
+        cfg = self.config
+        query = batch.embeddings.to(self.embeddings.dtype)
+        if query.dim() != 2 or query.shape[1] != self.embeddings.shape[1]:
+            raise ValueError(
+                f"queries must have shape (B, {self.embeddings.shape[1]}), "
+                f"got {tuple(query.shape)}"
+            )
+        dtype = self.embeddings.dtype
+        similarity = self._mapped(query) @ self._mapped(self.embeddings).T
+        seeds = similarity.detach().topk(cfg.num_seeds, dim=1).indices
+        nodes, mask, number = local_candidate_graph(
+            self._edge_numbers, similarity.detach(), seeds, max_nodes=cfg.max_nodes
+        )
+        topo = self.topo_weight().to(dtype)
+        edge = self.graph.edge_weight(topo_weight=topo, topological=cfg.topological).to(dtype)
+        index = number.long()
+        weights = torch.where(index > 0, edge[(index - 1).clamp_min(0)], 0.0)
+        strength = self.graph.strength(edge)
+        volume = torch.where(mask, self.volume[nodes], 1.0)
+        strength = torch.where(mask, strength[nodes], 0.0)
+        ratio, _ = local_cheeger_ratio(
+            weights, volume, sweep_size=cfg.sweep_size, strength=strength, mask=mask
+        )
+        prune = pruning_scores(weights, ratio, mask=mask)
+        eta = self.prune_threshold().to(dtype)
+        if hard:
+            pruned = weights.masked_fill((weights > 0) & (prune > eta.detach()), 0.0)
+        else:
+            pruned = weights * torch.sigmoid((eta - prune) / cfg.prune_temperature)
+        local_sim = similarity.gather(1, nodes)
+        s = cfg.num_seeds  # seeds occupy the first s local slots
+        personalization = torch.cat(
+            [local_sim[:, :s].clamp_min(1e-6), torch.zeros_like(local_sim[:, s:])], dim=1
+        )
+        ppr = personalized_pagerank(
+            pruned,
+            personalization,
+            damping=self.damping().to(dtype),
+            tol=cfg.tol,
+            max_iter=cfg.max_iter,
+            mask=mask,
+        )
+        lam = self.lam().to(dtype)
+        local = lam * ppr / ppr.amax(dim=1, keepdim=True) + (1 - lam) * local_sim
+        rows = torch.arange(nodes.shape[0], device=nodes.device)[:, None].expand_as(nodes)
+        at = (rows[mask], nodes[mask])
+        scores = similarity.new_zeros(similarity.shape).index_put(at, local[mask])
+        ranked = torch.zeros_like(similarity, dtype=torch.bool).index_put(
+            at, torch.ones_like(local[mask], dtype=torch.bool)
+        )
+        return scores, ranked
