@@ -286,8 +286,11 @@ class LearnedIso(LearnableReranker):
         nodes, mask, number = local_candidate_graph(
             self._edge_numbers, similarity.detach(), seeds, max_nodes=cfg.max_nodes
         )
-        topo = self.topo_weight().to(dtype)
-        edge = self.graph.edge_weight(topo_weight=topo, topological=cfg.topological).to(dtype)
+        # in the embeddings' dtype (IsoRag sums in the graph's float32, then casts: the same
+        # operations for float32 embeddings, a float32 rounding apart for float64 ones)
+        edge = self.graph.semantic.to(dtype)
+        if cfg.topological:
+            edge = edge + self.topo_weight().to(dtype) * self.graph.topological.to(dtype)
         index = number.long()
         weights = torch.where(index > 0, edge[(index - 1).clamp_min(0)], 0.0)
         strength = self.graph.strength(edge)
