@@ -1,14 +1,18 @@
 """Cost of the learnable rerankers: training step, its peak memory, and inference.
 
-On one batch of B queries of a real dense top-100 pool (cranfield by default):
+On one batch of B queries of a real dense top-100 pool (cranfield by default), or, for a
+corpus-level retriever (``learned_iso``), of B queries over a whole real corpus
+(``--corpus-dataset``, hotpotqa_dev500 by default; the fixed method is IsoRag):
 
-* forward + backward time per query of one training step (listwise loss), median over
-  ``--repeats`` runs, for each learnable reranker with and without the embedding map;
+* forward + backward time per query of one training step (listwise loss; the reranker is
+  built, and fitted on its corpus, before the clock starts), median over ``--repeats``
+  runs, for each learnable reranker with and without the embedding map;
 * peak memory of one training step above what was allocated before it:
   ``torch.cuda.max_memory_allocated`` on CUDA; on CPU the running sum, in time order, of the
   allocations and frees that ``torch.profiler`` records (``profile_memory=True``);
 * inference: the learnable reranker (eval mode) at the paper defaults, and with the knobs
-  it learned on scifact, against the fixed reranker on the same batch,
+  it learned (on scifact; learned_iso: on hotpotqa_dev500), against the fixed reranker on
+  the same batch,
   interleaved runs, medians and their ratio (goal: within 10%). A moved damping changes
   the number of power iterations, so the default-knob ratio is the like-for-like one.
 
@@ -26,10 +30,19 @@ import time
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-from georag.rerank.registry import make_method, make_reranker
+from georag.rerank.registry import is_retriever, make_method, make_reranker
+from train.corpus_data import load_query_set
 from train.losses import ranking_loss
 from train.pools import load_pool, take
 
+TOP_K = 100  # a corpus-level retriever ranks this many passages (the pool's depth)
+
+LEARNED_ISO = {
+    "damping": 0.5575,
+    "lam": 0.8753,
+    "prune_threshold": 0.7820,
+    "topo_weight": 0.6367,
+}
 # the knobs learned on scifact by scripts/quality_learned.py (docs/learned_results.md)
 MOVED = {
     "learned_diffusion": {
@@ -48,22 +61,44 @@ MOVED = {
         "length_power": 0.0853,
         "geometry_weight": 0.0765,
     },
+    # fold 0 of hotpotqa_dev500, scripts/quality_learned.py --methods learned_iso
+    "learned_iso": LEARNED_ISO,
 }
 
 
-def batch_of(args):
+def workload(method: str, args):
+    """``(batch, gains, corpus)``: B queries (repeated if fewer), the gains of what the
+    method ranks, and the corpus of a corpus-level retriever (``None`` for a pool one)."""
+    if is_retriever(method):
+        queries = load_query_set(args.corpus_dataset)
+        rows = (torch.arange(args.batch) % queries.batch.batch_size).tolist()
+        part = queries.subset(rows)
+        return part.batch, part.gains, queries.corpus
     pool = load_pool(args.dataset)
     rows = torch.arange(args.batch) % pool.batch.batch_size
-    return take(pool.batch, rows), pool.gains[rows]
+    return take(pool.batch, rows), pool.gains[rows], None
 
 
-def train_step(method, options, batch, gains, device):
-    reranker = make_method(method, options).to(device).train()
+def built(method, options, corpus, device):
+    """The learnable reranker in training mode, fitted on ``corpus`` when it ranks one."""
+    reranker = make_method(method, options)
+    if corpus is not None:
+        reranker.fit(corpus)
+    return reranker.to(device).train()
+
+
+def train_step(reranker, batch, gains, device):
+    reranker.zero_grad(set_to_none=True)
     scores, ranked = reranker.score(batch)
     loss = ranking_loss(scores, ranked, gains, temperature=0.5)
     loss.backward()
     if device.type == "cuda":
         torch.cuda.synchronize()
+
+
+def infer(stage, batch):
+    """One inference pass of a pool reranker or a fitted corpus-level retriever."""
+    return stage.retrieve(batch, top_k=TOP_K) if is_retriever(stage) else stage(batch)
 
 
 def median_ms(fn, repeats):
@@ -75,17 +110,17 @@ def median_ms(fn, repeats):
     return statistics.median(times)
 
 
-def peak_mib(method, options, batch, gains, device) -> float:
+def peak_mib(reranker, batch, gains, device) -> float:
     """Peak memory of one training step above what was allocated before it (MiB)."""
-    train_step(method, options, batch, gains, device)  # warm-up
+    train_step(reranker, batch, gains, device)  # warm-up
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats()
         base = torch.cuda.memory_allocated()
-        train_step(method, options, batch, gains, device)
+        train_step(reranker, batch, gains, device)
         return (torch.cuda.max_memory_allocated() - base) / 2**20
     # CPU: the profiler's allocation record, summed in time order (allocations +, frees -)
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
-        train_step(method, options, batch, gains, device)
+        train_step(reranker, batch, gains, device)
     live = peak = 0
     for event in sorted(prof.events(), key=lambda e: e.time_range.start):
         live += event.self_cpu_memory_usage
@@ -96,6 +131,7 @@ def peak_mib(method, options, batch, gains, device) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dataset", default="cranfield")
+    parser.add_argument("--corpus-dataset", default="hotpotqa_dev500")
     parser.add_argument("--batch", type=int, default=64)
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--threads", type=int, default=1)
@@ -108,46 +144,52 @@ def main() -> None:
     device = torch.device(args.device)
     print(
         f"# {platform.machine()}, torch {torch.__version__}, {torch.get_num_threads()} "
-        f"thread(s), device {device}, load average {os.getloadavg()[0]:.1f}; dataset "
-        f"{args.dataset}, B={args.batch}, M=100, medians of {args.repeats}"
+        f"thread(s), device {device}, load average {os.getloadavg()[0]:.1f}; pool dataset "
+        f"{args.dataset} (M=100), corpus dataset {args.corpus_dataset}, B={args.batch}, "
+        f"medians of {args.repeats}"
     )
-    batch, gains = batch_of(args)
-    batch, gains = batch.to(device), gains.to(device)
     print(
         "| method | map | fwd+bwd ms/query | peak MiB of one step | fixed ms/query | "
-        "learnable at defaults ms/query (ratio) | learnable, scifact-learned knobs "
+        "learnable at defaults ms/query (ratio) | learnable, learned knobs "
         "ms/query (ratio) |"
     )
     print("|---|---|---|---|---|---|---|")
     for method in args.methods:
+        batch, gains, corpus = workload(method, args)
+        batch, gains = batch.to(device), gains.to(device)
         stages = [
             make_reranker(make_method(method).fixed_method),
             make_reranker(method),
             make_reranker(method, {method: MOVED.get(method, {})}),
         ]
+        if corpus is not None:
+            stages = [stage.fit(corpus) for stage in stages]
         for stage in stages:  # warm-up
-            stage(batch)
+            infer(stage, batch)
         # side by side, interleaved, so load drifts hit all alike
-        runs = [[median_ms(lambda s=s: s(batch), 1) for s in stages] for _ in range(args.repeats)]
+        runs = [
+            [median_ms(lambda s=s, b=batch: infer(s, b), 1) for s in stages]
+            for _ in range(args.repeats)
+        ]
         fixed_ms, default_ms, learned_ms = (
             statistics.median(r[i] for r in runs) / args.batch for i in range(3)
         )
         for embedding_map in (False, True):
-            options = {"embedding_map": embedding_map}
+            reranker = built(method, {"embedding_map": embedding_map}, corpus, device)
             step = (
                 median_ms(
-                    lambda m=method, o=options: train_step(m, o, batch, gains, device), args.repeats
+                    lambda r=reranker, b=batch, g=gains: train_step(r, b, g, device), args.repeats
                 )
                 / args.batch
             )
-            peak = peak_mib(method, options, batch, gains, device)
-            infer = (
+            peak = peak_mib(reranker, batch, gains, device)
+            infer_cells = (
                 f"{fixed_ms:.4f} | {default_ms:.4f} ({default_ms / fixed_ms:.3f}) | "
                 f"{learned_ms:.4f} ({learned_ms / fixed_ms:.3f})"
             )
             print(
                 f"| {method} | {'yes' if embedding_map else 'no'} | {step:.3f} | {peak:.1f} | "
-                f"{infer if not embedding_map else ' | | '} |",
+                f"{infer_cells if not embedding_map else ' | | '} |",
                 flush=True,
             )
 

@@ -12,17 +12,20 @@ For each data set, on the dense all-MiniLM-L6-v2 top-100 pool of every report qu
 * ``map alone``: the learned embedding map with no geometry (``learned_map``), the
   ablation that tells the gain of the geometry from the gain of adapting the embeddings.
 
+A corpus-level learnable retriever (``learned_iso``) gets the same four rows (``iso
+paper`` is :class:`~georag.rerank.iso_rag.IsoRag` at its defaults), ranked over the whole
+corpus (:mod:`train.corpus_data`) instead of the pool, on the same folds.
+
 Protocols: scifact trains on ``qrels/train.tsv`` (a seeded 20% held out for validation)
 and reports on the test split; cranfield and cisi (one judged split) use seeded 5-fold
 cross-validation over queries: each fold is reported by models trained and tuned on the
 other four (with their own 20% validation part), and the table pools the report folds.
 No test or report query chooses anything.
 
-Statistics (per data set): mean over queries with a 95% percentile bootstrap interval
-(``scipy.stats.bootstrap``), and a paired two-sided randomization test of the first metric
-(NDCG@10; Recall@5 on multi-hop sets) against dense (``scipy.stats.permutation_test``),
-Holm-corrected over the methods (``statsmodels.stats.multitest.multipletests``); and the
-same test of each ``learned+map`` row against ``map alone`` (the geometry's own gain),
+Statistics (per section, :mod:`georag.eval.stats`): mean over queries with a 95% percentile
+bootstrap interval, and a paired two-sided randomization test of the first metric
+(NDCG@10; Recall@5 on multi-hop sets) against dense, Holm-corrected over the methods; and
+the same test of each ``learned+map`` row against ``map alone`` (the geometry's own gain),
 Holm-corrected over those rows.
 
 Usage::
@@ -31,8 +34,10 @@ Usage::
         --datasets scifact cranfield cisi --out docs/learned_results.md
 
 Multi-hop sets (``hotpotqa_dev500``, ``musique_qa100``: supporting paragraphs as relevance
-labels, 5-fold CV) report Recall@5 and Recall@2 first. Each data set's result is kept in
-``--work`` so that later runs add sections to the same table file.
+labels, 5-fold CV) report Recall@5 and Recall@2 first. A run makes one section per data
+set and ``--methods`` selection, kept in ``--work`` (``<dataset>__<methods>.json``, with
+the folds' query ids); rendering replaces the sections it has and keeps every other
+section already in ``--out``, so runs of other methods add to the same file.
 """
 
 from __future__ import annotations
@@ -50,16 +55,16 @@ import numpy as np
 import torch
 from lightning.pytorch.callbacks import EarlyStopping
 from lightning.pytorch.loggers import CSVLogger
-from scipy.stats import bootstrap, permutation_test
-from statsmodels.stats.multitest import multipletests
 
-from georag.batch import RerankResult
+from georag.batch import RerankResult, scores_to_run
 from georag.data.datasets import MULTIHOP_FILES
 from georag.eval.metrics import per_query
+from georag.eval.stats import bootstrap_ci, holm, paired_permutation_p
 from georag.rerank.base import IdentityReranker
-from georag.rerank.registry import make_method, make_reranker
+from georag.rerank.registry import is_retriever, make_method, make_reranker
 from georag.resources import DEFAULT_MODEL
 from georag.retrieval.encoder import TextEncoder
+from train.corpus_data import CorpusQueryData, QuerySet, load_query_set
 from train.learned_data import LearnedPoolData, split_rows
 from train.learned_module import LearnedRerankerModule
 from train.pools import Pool, load_pool
@@ -69,6 +74,8 @@ BEIR_METRICS = ("ndcg@10", "recall@10", "mrr@10")
 MULTIHOP_METRICS = ("recall@5", "recall@2", "ndcg@10", "mrr@10")
 ORDER = ("scifact", "cranfield", "cisi", "hotpotqa_dev500", "musique_qa100")
 GEOMETRIC = ("learned_diffusion", "learned_maniscope", "learned_ricci")
+SCIFACT = ("train", "test")  # its training and report splits
+CORPUS_TOP_K = 100  # corpus-level retrievers rank this many passages (the pool's depth)
 
 
 def rerank(reranker, pool: Pool, batch_size: int = 256) -> dict[str, dict[str, float]]:
@@ -81,17 +88,28 @@ def rerank(reranker, pool: Pool, batch_size: int = 256) -> dict[str, dict[str, f
     return result.to_run(pool.batch)
 
 
-def fit(method: str, options: dict, train: Pool, args, folder: Path):
-    """Train ``method`` on ``train`` (its rows: training + validation); returns
-    ``(reranker, seconds, summary)``."""
+def retrieve(retriever, queries: QuerySet) -> dict[str, dict[str, float]]:
+    """The TREC run of a fitted corpus-level ``retriever`` over every query of ``queries``."""
+    with torch.no_grad():
+        result = retriever.retrieve(queries.batch, top_k=CORPUS_TOP_K)
+    return scores_to_run(result.scores, result.keep, queries.batch.ids, retriever.row_ids)
+
+
+def fit(method: str, options: dict, train: Pool | QuerySet, args, folder: Path):
+    """Train ``method`` on ``train`` (its rows: training + validation; a pool, or a query
+    set for a corpus-level retriever); returns ``(reranker, seconds, summary)``."""
     L.seed_everything(args.seed, verbose=False)
-    data = LearnedPoolData(
-        dataset="given",
-        protocol="holdout",
-        val_fraction=args.val_fraction,
-        seed=args.seed,
-        batch_size=args.batch_size,
-    ).use_pool(train)
+    common = {
+        "dataset": "given",
+        "protocol": "holdout",
+        "val_fraction": args.val_fraction,
+        "seed": args.seed,
+        "batch_size": args.batch_size,
+    }
+    if isinstance(train, QuerySet):
+        data = CorpusQueryData(**common).use_queries(train)
+    else:
+        data = LearnedPoolData(**common).use_pool(train)
     module = LearnedRerankerModule(method, options, loss=args.loss, lr=args.lr, map_lr=args.map_lr)
     trainer = L.Trainer(
         max_epochs=args.epochs,
@@ -116,13 +134,20 @@ def fit(method: str, options: dict, train: Pool, args, folder: Path):
     return reranker, module.train_seconds, summary
 
 
-def folds_of(dataset: str, args, encoder) -> list[tuple[Pool, Pool, str]]:
-    """(training pool, report pool, label) per fold."""
+def folds_of(dataset: str, args, encoder, corpus: bool) -> list[tuple]:
+    """``(training pool, report pool, training queries, report queries, label)`` per fold;
+    the query sets (``None`` unless ``corpus``) hold the same queries over the corpus."""
     if dataset == "scifact":
         train = load_pool("scifact", split="train", encoder=encoder)
         report = load_pool("scifact", split="test", encoder=encoder)
-        return [(train, report, "holdout")]
+        sets = (None, None)
+        if corpus:
+            sets = tuple(load_query_set("scifact", split=x, encoder=encoder) for x in SCIFACT)
+        return [(train, report, *sets, "holdout")]
     pool = load_pool(dataset, split="test", encoder=encoder)
+    queries = load_query_set(dataset, split="test", encoder=encoder) if corpus else None
+    if queries is not None and queries.batch.ids != pool.batch.query_ids:
+        raise ValueError(f"{dataset}: pool and corpus queries differ in order")
     out = []
     for fold in range(args.folds):
         rows = split_rows(
@@ -133,8 +158,15 @@ def folds_of(dataset: str, args, encoder) -> list[tuple[Pool, Pool, str]]:
             folds=args.folds,
             fold=fold,
         )
+        fit_rows = rows["train"] + rows["val"]
         out.append(
-            (pool.subset(rows["train"] + rows["val"]), pool.subset(rows["report"]), f"fold{fold}")
+            (
+                pool.subset(fit_rows),
+                pool.subset(rows["report"]),
+                None if queries is None else queries.subset(fit_rows),
+                None if queries is None else queries.subset(rows["report"]),
+                f"fold{fold}",
+            )
         )
     return out
 
@@ -144,6 +176,7 @@ def run_dataset(dataset: str, args, encoder) -> dict:
     seconds: dict[str, float] = {}
     notes: dict[str, list] = {}
     qrels: dict[str, dict[str, int]] = {}
+    folds: dict[str, list[str]] = {}
 
     def add(name: str, run: dict, spent: float = 0.0, note=None) -> None:
         runs.setdefault(name, {}).update(run)
@@ -151,36 +184,46 @@ def run_dataset(dataset: str, args, encoder) -> dict:
         if note is not None:
             notes.setdefault(name, []).append(note)
 
-    for train, report, label in folds_of(dataset, args, encoder):
+    corpus = any(is_retriever(m) for m in args.methods)
+    for train, report, train_q, report_q, label in folds_of(dataset, args, encoder, corpus):
         print(
             f"{dataset} {label}: {train.batch.batch_size} training queries, "
             f"{report.batch.batch_size} report queries",
             flush=True,
         )
         qrels.update(report.qrels)
+        folds[label] = list(report.batch.query_ids)
         assert not set(train.batch.query_ids) & set(report.batch.query_ids)
         folder = Path(args.work) / dataset / label
         add("dense", rerank(IdentityReranker(), report))
         for method in args.methods:
+            retriever = is_retriever(method)
+            fit_on = train_q if retriever else train
+
+            def apply(m, retriever=retriever, pool=report, queries=report_q):
+                if retriever:
+                    return retrieve(m.fit(queries.corpus), queries)
+                return rerank(m, pool)
+
             short = make_method(method).fixed_method
-            add(f"{short} paper", rerank(make_reranker(short), report))
+            add(f"{short} paper", apply(make_reranker(short)))
             start = time.perf_counter()
-            best, study = tune(method, train, trials=args.trials, seed=args.seed)
+            best, study = tune(method, fit_on, trials=args.trials, seed=args.seed)
             add(
                 f"{short} tuned",
-                rerank(make_reranker(method, {method: best}), report),
+                apply(make_reranker(method, {method: best})),
                 time.perf_counter() - start,
                 {"knobs": best, "train_ndcg": study.best_value},
             )
             for suffix, options in (("learned", {}), ("learned+map", {"embedding_map": True})):
                 reranker, spent, summary = fit(
-                    method, options, train, args, folder / f"{method}{suffix}"
+                    method, options, fit_on, args, folder / f"{method}{suffix}"
                 )
-                add(f"{short} {suffix}", rerank(reranker, report), spent, summary)
+                add(f"{short} {suffix}", apply(reranker), spent, summary)
                 print(f"  {short} {suffix}: {summary} {spent:.1f} s", flush=True)
         reranker, spent, summary = fit("learned_map", {}, train, args, folder / "map")
         add("map alone", rerank(reranker, report), spent, summary)
-    return {"runs": runs, "seconds": seconds, "notes": notes, "qrels": qrels}
+    return {"runs": runs, "seconds": seconds, "notes": notes, "qrels": qrels, "folds": folds}
 
 
 def metrics_of(dataset: str) -> tuple[str, ...]:
@@ -189,7 +232,6 @@ def metrics_of(dataset: str) -> tuple[str, ...]:
 
 
 def statistics(result: dict, metrics: tuple[str, ...], args) -> list[dict]:
-    rng = np.random.default_rng(args.seed)
     qrels = result["qrels"]
     table = {name: per_query(run, qrels, metrics) for name, run in result["runs"].items()}
     queries = sorted(qrels)
@@ -200,36 +242,19 @@ def statistics(result: dict, metrics: tuple[str, ...], args) -> list[dict]:
     primary = metrics[0]
     dense = values["dense"][primary]
     rows, pvalues = [], []
+    resampling = {"resamples": args.resamples, "seed": args.seed}
     for name, per in values.items():
         row = {"method": name, "queries": len(queries), "train_s": result["seconds"].get(name, 0.0)}
         for metric in metrics:
-            x = per[metric]
-            ci = bootstrap(
-                (x,),
-                np.mean,
-                n_resamples=args.resamples,
-                confidence_level=0.95,
-                method="percentile",
-                rng=rng,
-            ).confidence_interval
-            row[metric] = float(x.mean())
-            row[f"{metric}_ci"] = (float(ci.low), float(ci.high))
+            row[metric] = float(per[metric].mean())
+            row[f"{metric}_ci"] = bootstrap_ci(per[metric], **resampling)
         if name != "dense":
-            test = permutation_test(
-                (per[primary], dense),
-                lambda a, b: np.mean(a - b),
-                permutation_type="samples",
-                n_resamples=args.resamples,
-                alternative="two-sided",
-                rng=rng,
-            )
             row["delta"] = float((per[primary] - dense).mean())
-            row["p"] = float(test.pvalue)
+            row["p"] = paired_permutation_p(per[primary], dense, **resampling)
             pvalues.append(row["p"])
         rows.append(row)
-    holm = multipletests(pvalues, alpha=0.05, method="holm")[1] if pvalues else []
-    for row, p in zip([r for r in rows if r["method"] != "dense"], holm, strict=True):
-        row["p_holm"] = float(p)
+    for row, p in zip([r for r in rows if r["method"] != "dense"], holm(pvalues), strict=True):
+        row["p_holm"] = p
     # the geometry's own gain: "<m> learned+map" against "map alone", Holm over those rows
     mapped = [r for r in rows if r["method"].endswith("learned+map")]
     if mapped and "map alone" in values:
@@ -237,23 +262,15 @@ def statistics(result: dict, metrics: tuple[str, ...], args) -> list[dict]:
         raw = []
         for row in mapped:
             x = values[row["method"]][primary]
-            raw.append(
-                permutation_test(
-                    (x, alone),
-                    lambda a, b: np.mean(a - b),
-                    permutation_type="samples",
-                    n_resamples=args.resamples,
-                    alternative="two-sided",
-                    rng=rng,
-                ).pvalue
-            )
+            raw.append(paired_permutation_p(x, alone, **resampling))
             row["delta_map"] = float((x - alone).mean())
-        for row, p in zip(mapped, multipletests(raw, method="holm")[1], strict=True):
-            row["p_map_holm"] = float(p)
+        for row, p in zip(mapped, holm(raw), strict=True):
+            row["p_map_holm"] = p
     return rows
 
 
-def markdown(dataset: str, saved: dict) -> str:
+def markdown(saved: dict) -> str:
+    """One section: the table of one data set and ``--methods`` selection."""
     metrics, rows = saved["metrics"], saved["rows"]
     names = {
         "ndcg@10": "NDCG@10",
@@ -286,13 +303,32 @@ def markdown(dataset: str, saved: dict) -> str:
         cells.append(f"{r['train_s']:.1f}" if r["train_s"] else "")
         lines.append("| " + " | ".join(cells) + " |")
     return (
-        f"### {dataset} ({rows[0]['queries']} report queries)\n\n"
+        f"### {saved['title']} ({rows[0]['queries']} report queries)\n\n"
         "Learned rows: validation NDCG@10 on held-out training queries at the start "
         "(paper defaults) → at the exported epoch, mean over folds.\n\n"
-        f"`{saved['command']}`; {saved['date']}, load average {saved['load']}\n\n"
-        + head
-        + "\n".join(lines)
+        f"`{saved['command']}`; {saved['date']}, load average {saved['load']}; "
+        f"{saved['protocol']}\n\n" + head + "\n".join(lines)
     )
+
+
+def section_key(section: str) -> str:
+    """The heading of a section without its query count: ``dataset: methods``."""
+    heading = section.split("\n", 1)[0].removeprefix("### ")
+    return heading.rsplit(" (", 1)[0]
+
+
+def dataset_order(key: str) -> int:
+    name = key.split(":")[0].strip()
+    return ORDER.index(name) if name in ORDER else len(ORDER)
+
+
+def merge_sections(old: str, new: dict[str, str]) -> list[str]:
+    """The sections of the file text ``old`` with those of ``new`` (by key) replaced or
+    added, ordered by data set (stable)."""
+    kept = ["### " + part for part in old.split("\n### ")[1:]] if old else []
+    sections = {section_key(part): part.rstrip() for part in kept}
+    sections.update(new)
+    return [sections[k] for k in sorted(sections, key=dataset_order)]
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -326,28 +362,40 @@ def main(argv: list[str] | None = None) -> None:
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
     encoder = None if args.render else TextEncoder(DEFAULT_MODEL, show_progress=False)
+    selection = "+".join(args.methods)
     for dataset in [] if args.render else args.datasets:
         started, load_start = time.perf_counter(), os.getloadavg()[0]
         result = run_dataset(dataset, args, encoder)
         metrics = metrics_of(dataset)
+        protocol = (
+            "train on qrels/train.tsv, report on test"
+            if dataset == "scifact"
+            else f"{args.folds}-fold CV over queries, seed {args.seed} (the report queries of "
+            f"each fold: `folds` in `{work / f'{dataset}__{selection}.json'}`)"
+        )
         saved = {
+            "title": f"{dataset}: {', '.join(args.methods)}",
             "metrics": metrics,
             "rows": statistics(result, metrics, args),
             "notes": result["notes"],
-            "command": f"python scripts/quality_learned.py --datasets {dataset} --trials "
-            f"{args.trials} --epochs {args.epochs} --patience {args.patience} "
-            f"--lr {args.lr} --seed {args.seed}",
+            "folds": result["folds"],
+            "protocol": protocol,
+            "command": f"python scripts/quality_learned.py --datasets {dataset} --methods "
+            f"{' '.join(args.methods)} --trials {args.trials} --epochs {args.epochs} "
+            f"--patience {args.patience} --lr {args.lr} --seed {args.seed}",
             "date": f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC, "
             f"{(time.perf_counter() - started) / 60:.1f} min",
             "load": f"{load_start:.1f} -> {os.getloadavg()[0]:.1f}",
         }
-        (work / f"{dataset}.json").write_text(json.dumps(saved, indent=1, default=str))
-        print(markdown(dataset, saved), flush=True)
-    sections = [
-        markdown(name, json.loads((work / f"{name}.json").read_text()))
-        for name in ORDER
-        if (work / f"{name}.json").is_file()
-    ]
+        path = work / f"{dataset}__{selection}.json"
+        path.write_text(json.dumps(saved, indent=1, default=str))
+        print(markdown(saved), flush=True)
+    new = {}
+    for path in sorted(work.glob("*__*.json")):
+        saved = json.loads(path.read_text())
+        new[saved["title"]] = markdown(saved)
+    out = Path(args.out)
+    old = out.read_text() if out.is_file() else ""
     header = (
         "# Learned geometry: results\n\n"
         "Generated by `scripts/quality_learned.py` (one section per data set, each with its "
@@ -362,10 +410,15 @@ def main(argv: list[str] | None = None) -> None:
         "'vs map alone': the same test of each learned+map row against the map alone (the "
         "geometry's own gain), Holm over those rows\n"
         "- training s: gradient training (learned rows) or the TPE search (tuned rows), summed "
-        "over folds\n\n"
+        "over folds\n"
+        "- corpus-level retrievers (`learned_iso`; `iso paper` = IsoRag at its defaults) rank "
+        f"the top {CORPUS_TOP_K} of the whole corpus on the same folds, not the pool; `dense` "
+        "and `map alone` stay the pool rows\n"
+        "- sections whose heading names no methods come from earlier runs of "
+        "learned_diffusion and learned_maniscope\n\n"
     )
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(header + "\n\n".join(sections) + "\n")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(header + "\n\n".join(merge_sections(old, new)) + "\n")
 
 
 if __name__ == "__main__":

@@ -55,9 +55,7 @@ class QuerySet:
     ideal: torch.Tensor
 
     @classmethod
-    def build(
-        cls, corpus: Corpus, batch: QueryBatch, qrels: dict[str, dict[str, int]]
-    ) -> QuerySet:
+    def build(cls, corpus: Corpus, batch: QueryBatch, qrels: dict[str, dict[str, int]]) -> QuerySet:
         column = {d: i for i, d in enumerate(corpus.doc_ids)}
         gains = torch.zeros(batch.batch_size, len(corpus.doc_ids))
         discount = 1.0 / np.log2(np.arange(2, CUT + 2))

@@ -252,9 +252,7 @@ class LearnedIso(LearnableReranker):
 
     # --- training: the differentiable path ------------------------------------------------
 
-    def score(
-        self, batch: QueryBatch, *, hard: bool = False
-    ) -> tuple[torch.Tensor, torch.Tensor]:
+    def score(self, batch: QueryBatch, *, hard: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
         """Differentiable scores of every local-graph node, in the corpus columns.
 
         Parameters
@@ -277,8 +275,7 @@ class LearnedIso(LearnableReranker):
         query = batch.embeddings.to(self.embeddings.dtype)
         if query.dim() != 2 or query.shape[1] != self.embeddings.shape[1]:
             raise ValueError(
-                f"queries must have shape (B, {self.embeddings.shape[1]}), "
-                f"got {tuple(query.shape)}"
+                f"queries must have shape (B, {self.embeddings.shape[1]}), got {tuple(query.shape)}"
             )
         dtype = self.embeddings.dtype
         similarity = self._mapped(query) @ self._mapped(self.embeddings).T

@@ -21,13 +21,17 @@ N, D = 40, 8
 @pytest.fixture(scope="module")
 def corpus():
     gen = torch.Generator().manual_seed(0)
-    emb = torch.nn.functional.normalize(torch.randn(N, D, generator=gen, dtype=torch.float64), dim=1)
+    emb = torch.nn.functional.normalize(
+        torch.randn(N, D, generator=gen, dtype=torch.float64), dim=1
+    )
     titles = [f"Title{i}" for i in range(N)]
     texts = [
         f"passage {i} mentions title{(3 * i) % N} and Big Entity{i % 4} here" for i in range(N)
     ]
     graph = build_passage_graph(emb, titles, texts)
-    queries = torch.nn.functional.normalize(torch.randn(6, D, generator=gen, dtype=emb.dtype), dim=1)
+    queries = torch.nn.functional.normalize(
+        torch.randn(6, D, generator=gen, dtype=emb.dtype), dim=1
+    )
     return emb, graph, queries
 
 
