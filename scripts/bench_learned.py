@@ -12,9 +12,10 @@ corpus-level retriever (``learned_iso``), of B queries over a whole real corpus
   allocations and frees that ``torch.profiler`` records (``profile_memory=True``);
 * inference: the learnable reranker (eval mode) at the paper defaults, and with the knobs
   it learned (on scifact; learned_iso: on hotpotqa_dev500), against the fixed reranker on
-  the same batch,
-  interleaved runs, medians and their ratio (goal: within 10%). A moved damping changes
-  the number of power iterations, so the default-knob ratio is the like-for-like one.
+  the same batch, interleaved runs (rotated start), medians and their ratio (goal: within
+  10%). A moved damping changes the number of power iterations, so the default-knob ratio
+  is the like-for-like one; where
+  the fixed method takes the learned knobs as options (IsoRag), it also runs at them.
 
 Usage: ``python scripts/bench_learned.py [--dataset cranfield] [--batch 64]``
 """
@@ -22,6 +23,7 @@ Usage: ``python scripts/bench_learned.py [--dataset cranfield] [--batch 64]``
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import platform
 import statistics
@@ -30,7 +32,7 @@ import time
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-from georag.rerank.registry import is_retriever, make_method, make_reranker
+from georag.rerank.registry import config_class, is_retriever, make_method, make_reranker
 from train.corpus_data import load_query_set
 from train.losses import ranking_loss
 from train.pools import load_pool, take
@@ -152,29 +154,41 @@ def main() -> None:
     print(
         "| method | map | fwd+bwd ms/query | peak MiB of one step | fixed ms/query | "
         "learnable at defaults ms/query (ratio) | learnable, learned knobs "
-        "ms/query (ratio) |"
+        "ms/query (ratio) | fixed at the learned knobs ms/query (learnable's ratio to it) |"
     )
-    print("|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|")
     for method in args.methods:
         batch, gains, corpus = workload(method, args)
         batch, gains = batch.to(device), gains.to(device)
+        fixed = make_method(method).fixed_method
+        moved = MOVED.get(method, {})
         stages = [
-            make_reranker(make_method(method).fixed_method),
+            make_reranker(fixed),
             make_reranker(method),
-            make_reranker(method, {method: MOVED.get(method, {})}),
+            make_reranker(method, {method: moved}),
         ]
+        # the fixed method at the learned knobs, where its config has those fields (IsoRag)
+        fixed_config = config_class(fixed)
+        names = {f.name for f in dataclasses.fields(fixed_config)} if fixed_config else set()
+        if moved and set(moved) <= names:
+            stages.append(make_reranker(fixed, {fixed: moved}))
         if corpus is not None:
             stages = [stage.fit(corpus) for stage in stages]
         for stage in stages:  # warm-up
             infer(stage, batch)
-        # side by side, interleaved, so load drifts hit all alike
-        runs = [
-            [median_ms(lambda s=s, b=batch: infer(s, b), 1) for s in stages]
-            for _ in range(args.repeats)
-        ]
-        fixed_ms, default_ms, learned_ms = (
-            statistics.median(r[i] for r in runs) / args.batch for i in range(3)
+        # side by side, interleaved (each round starts at another stage), so load drifts and
+        # the position in a round hit all alike
+        runs = []
+        for round_ in range(args.repeats):
+            times = {}
+            for k in range(len(stages)):
+                i = (round_ + k) % len(stages)
+                times[i] = median_ms(lambda s=stages[i], b=batch: infer(s, b), 1)
+            runs.append([times[i] for i in range(len(stages))])
+        fixed_ms, default_ms, learned_ms, *same = (
+            statistics.median(r[i] for r in runs) / args.batch for i in range(len(stages))
         )
+        same_cell = f"{same[0]:.4f} ({learned_ms / same[0]:.3f})" if same else "n/a"
         for embedding_map in (False, True):
             reranker = built(method, {"embedding_map": embedding_map}, corpus, device)
             step = (
@@ -186,11 +200,11 @@ def main() -> None:
             peak = peak_mib(reranker, batch, gains, device)
             infer_cells = (
                 f"{fixed_ms:.4f} | {default_ms:.4f} ({default_ms / fixed_ms:.3f}) | "
-                f"{learned_ms:.4f} ({learned_ms / fixed_ms:.3f})"
+                f"{learned_ms:.4f} ({learned_ms / fixed_ms:.3f}) | {same_cell}"
             )
             print(
                 f"| {method} | {'yes' if embedding_map else 'no'} | {step:.3f} | {peak:.1f} | "
-                f"{infer_cells if not embedding_map else ' | | '} |",
+                f"{infer_cells if not embedding_map else ' | | | '} |",
                 flush=True,
             )
 
