@@ -14,8 +14,8 @@ corpus-level retriever (``learned_iso``), of B queries over a whole real corpus
   it learned (on scifact; learned_iso: on hotpotqa_dev500), against the fixed reranker on
   the same batch, interleaved runs (rotated start), medians and their ratio (goal: within
   10%). A moved damping changes the number of power iterations, so the default-knob ratio
-  is the like-for-like one; where
-  the fixed method takes the learned knobs as options (IsoRag), it also runs at them.
+  is the like-for-like one; where the fixed method takes the learned knobs as options
+  (IsoRag), it also runs at them.
 
 Usage: ``python scripts/bench_learned.py [--dataset cranfield] [--batch 64]``
 """
