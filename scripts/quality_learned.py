@@ -35,9 +35,10 @@ Usage::
 
 Multi-hop sets (``hotpotqa_dev500``, ``musique_qa100``: supporting paragraphs as relevance
 labels, 5-fold CV) report Recall@5 and Recall@2 first. A run makes one section per data
-set and ``--methods`` selection, kept in ``--work`` (``<dataset>__<methods>.json``, with
-the folds' query ids); rendering replaces the sections it has and keeps every other
-section already in ``--out``, so runs of other methods add to the same file.
+set and ``--methods`` selection (and ``--method-option`` fixed fields), kept in ``--work``
+(``<dataset>__<methods>.json``, with the folds' query ids); rendering replaces the
+sections it has and keeps every other section already in ``--out``, so runs of other
+methods add to the same file.
 """
 
 from __future__ import annotations
@@ -61,7 +62,7 @@ from georag.data.datasets import MULTIHOP_FILES
 from georag.eval.metrics import per_query
 from georag.eval.stats import bootstrap_ci, holm, paired_permutation_p
 from georag.rerank.base import IdentityReranker
-from georag.rerank.registry import is_retriever, make_method, make_reranker
+from georag.rerank.registry import is_retriever, make_method, make_reranker, parse_option
 from georag.resources import DEFAULT_MODEL
 from georag.retrieval.encoder import TextEncoder
 from train.corpus_data import CorpusQueryData, QuerySet, load_query_set
@@ -208,16 +209,19 @@ def run_dataset(dataset: str, args, encoder) -> dict:
             short = make_method(method).fixed_method
             add(f"{short} paper", apply(make_reranker(short)))
             start = time.perf_counter()
-            best, study = tune(method, fit_on, trials=args.trials, seed=args.seed)
+            fixed_options = args.method_options.get(method, {})
+            best, study = tune(
+                method, fit_on, trials=args.trials, seed=args.seed, options=fixed_options
+            )
             add(
                 f"{short} tuned",
-                apply(make_reranker(method, {method: best})),
+                apply(make_reranker(method, {method: {**fixed_options, **best}})),
                 time.perf_counter() - start,
                 {"knobs": best, "train_ndcg": study.best_value},
             )
             for suffix, options in (("learned", {}), ("learned+map", {"embedding_map": True})):
                 reranker, spent, summary = fit(
-                    method, options, fit_on, args, folder / f"{method}{suffix}"
+                    method, {**fixed_options, **options}, fit_on, args, folder / f"{method}{suffix}"
                 )
                 add(f"{short} {suffix}", apply(reranker), spent, summary)
                 print(f"  {short} {suffix}: {summary} {spent:.1f} s", flush=True)
@@ -340,6 +344,14 @@ def main(argv: list[str] | None = None) -> None:
         default=list(GEOMETRIC),
         help="learnable geometric rerankers (registry names)",
     )
+    parser.add_argument(
+        "--method-option",
+        action="append",
+        default=[],
+        metavar="NAME.KEY=VALUE",
+        help="a fixed config field of a learnable method in the tuned and learned rows "
+        "(repeatable; named in the section's heading)",
+    )
     parser.add_argument("--trials", type=int, default=50)
     parser.add_argument("--epochs", type=int, default=40)
     parser.add_argument("--patience", type=int, default=8)
@@ -358,11 +370,23 @@ def main(argv: list[str] | None = None) -> None:
         "--render", action="store_true", help="only rewrite --out from the sections saved in --work"
     )
     args = parser.parse_args(argv)
+    args.method_options = {}
+    for text in args.method_option:
+        name, _, rest = text.partition(".")
+        key, sep, value = rest.partition("=")
+        if not (name and key and sep):
+            parser.error(f"--method-option: expected NAME.KEY=VALUE, got {text!r}")
+        try:
+            parsed = parse_option(name, key, value)
+        except ValueError as error:
+            parser.error(f"--method-option: {error}")
+        args.method_options.setdefault(name, {})[key] = parsed
     torch.set_num_threads(args.threads)
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
     encoder = None if args.render else TextEncoder(DEFAULT_MODEL, show_progress=False)
-    selection = "+".join(args.methods)
+    given = [f"{n}.{k}={v}" for n, o in sorted(args.method_options.items()) for k, v in o.items()]
+    selection = "+".join(args.methods) + "".join(f"__{g}" for g in given)
     for dataset in [] if args.render else args.datasets:
         started, load_start = time.perf_counter(), os.getloadavg()[0]
         result = run_dataset(dataset, args, encoder)
@@ -374,14 +398,17 @@ def main(argv: list[str] | None = None) -> None:
             f"each fold: `folds` in `{work / f'{dataset}__{selection}.json'}`)"
         )
         saved = {
-            "title": f"{dataset}: {', '.join(args.methods)}",
+            "title": f"{dataset}: {', '.join(args.methods)}"
+            + (f" [{', '.join(given)}]" if given else ""),
             "metrics": metrics,
             "rows": statistics(result, metrics, args),
             "notes": result["notes"],
             "folds": result["folds"],
             "protocol": protocol,
             "command": f"python scripts/quality_learned.py --datasets {dataset} --methods "
-            f"{' '.join(args.methods)} --trials {args.trials} --epochs {args.epochs} "
+            f"{' '.join(args.methods)} "
+            + "".join(f"--method-option {g} " for g in given)
+            + f"--trials {args.trials} --epochs {args.epochs} "
             f"--patience {args.patience} --lr {args.lr} --seed {args.seed}",
             "date": f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC, "
             f"{(time.perf_counter() - started) / 60:.1f} min",
