@@ -25,7 +25,8 @@ Discrete parts and what each path uses:
   embeddings) are recomputed on every call and not differentiated;
 * the pruning, a hard threshold, trains through the smooth surrogate
   ``w * sigmoid((eta - score) / prune_temperature)`` (every edge stays, down-weighted by
-  how far its score is past ``eta``);
+  how far its score is past ``eta``; a gate below the dtype's eps counts as 0, so that no
+  subnormal weight reaches PageRank);
 * inference (eval mode: :meth:`LearnedIso.retrieve`, :meth:`LearnedIso.search`, calling
   the module) runs the hard rule through :class:`IsoRag` itself with the current knob
   values, so an untrained ``learned_iso`` gives exactly IsoRag's scores and the same speed.
@@ -70,8 +71,11 @@ class LearnedIsoConfig:
 
     Parameters
     ----------
-    num_seeds, max_nodes, topological, volume, sweep_size, tol, max_iter, head
+    num_seeds, max_nodes, topological, volume, sweep_size, tol, head
         As :class:`~georag.rerank.iso_rag.IsoRagConfig` (fixed, not trained).
+    max_iter : int
+        Power-iteration cap; looser than IsoRag's (a learned damping near 1 needs more
+        steps). Where IsoRag converges it stops at the same step, so the scores agree.
     damping, lam, prune_threshold, topo_weight : float
         Initial knob values (see the module docstring); strictly inside their domains
         (``lam`` and ``damping`` in (0, 1), the others finite and > 0).
@@ -98,7 +102,7 @@ class LearnedIsoConfig:
     damping: float = IsoRagConfig.damping
     lam: float = IsoRagConfig.lam
     tol: float = IsoRagConfig.tol
-    max_iter: int = IsoRagConfig.max_iter
+    max_iter: int = 1000  # IsoRag's 200 is too few once a learned damping nears 1
     head: str | None = IsoRagConfig.head
     prune_temperature: float = 0.1
     top_k: int = 10
@@ -301,7 +305,11 @@ class LearnedIso(LearnableReranker):
         if hard:
             pruned = weights.masked_fill((weights > 0) & (prune > eta.detach()), 0.0)
         else:
-            pruned = weights * torch.sigmoid((eta - prune) / cfg.prune_temperature)
+            gate = torch.sigmoid((eta - prune) / cfg.prune_temperature)
+            # a gate below eps is 0: an edge scaled that far down is below rounding anyway,
+            # and one scaled to a subnormal weight stalls PageRank's row normalization
+            gate = torch.where(gate > torch.finfo(dtype).eps, gate, 0.0)
+            pruned = weights * gate
         local_sim = similarity.gather(1, nodes)
         s = cfg.num_seeds  # seeds occupy the first s local slots
         personalization = torch.cat(

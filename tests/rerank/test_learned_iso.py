@@ -213,3 +213,32 @@ def test_untrained_equals_iso_on_musique(data_dir, embedding_cache_dir):
     learned = make_reranker("learned_iso").fit(corpus).retrieve(data.batch, top_k=64)
     assert torch.equal(fixed.keep, learned.keep)
     assert (fixed.scores[fixed.keep] - learned.scores[learned.keep]).abs().max() <= 1e-6
+
+
+def test_the_surrogate_never_hands_pagerank_subnormal_weights(corpus, monkeypatch):
+    """A gate below the dtype's eps is 0: a float32 edge of weight < 1 scaled by exp(-87)
+    (just above float32's tiny) is subnormal, and PageRank does not converge on a row of such
+    weights (seen in training at t = 0.02)."""
+    import georag.rerank.learned_iso as module
+
+    emb, graph, queries = corpus
+    emb, queries = emb.float(), queries.float()
+    scores = IsoRag(IsoRagConfig(max_nodes=16)).fit_graph(emb, graph).trace(queries).scores
+    t = 1e-3
+    eta = float(scores.max()) - 87 * t  # that edge's gate: sigmoid(-87) ~ 1.6e-38
+    assert eta > 0
+    seen = []
+
+    def checked(weights, personalization, **options):
+        positive = weights[weights > 0]
+        seen.append(int(positive.numel()))
+        assert (positive >= torch.finfo(weights.dtype).tiny).all(), "subnormal weights"
+        return personalized_pagerank(weights, personalization, **options)
+
+    personalized_pagerank = module.personalized_pagerank
+    monkeypatch.setattr(module, "personalized_pagerank", checked)
+    model = LearnedIso(
+        LearnedIsoConfig(prune_threshold=eta, prune_temperature=t, max_nodes=16)
+    ).fit_graph(emb, graph)
+    out, ranked = model.score(_queries(queries))
+    assert seen and torch.isfinite(out[ranked]).all()
