@@ -99,3 +99,28 @@ def test_a_nan_gradient_stops_the_step_before_the_weights_move():
     with pytest.raises(FloatingPointError, match="prune_threshold"):
         module.on_after_backward()
     assert all(torch.equal(before[k], v) for k, v in module.state_dict().items())
+
+
+def test_tuning_a_corpus_retriever_starts_at_the_defaults_and_never_ends_below():
+    from georag.batch import Corpus, QueryBatch
+    from train.corpus_data import QuerySet
+    from train.tune import pool_ndcg, tune
+
+    n, d = 40, 8
+    gen = torch.Generator().manual_seed(3)
+    emb = torch.nn.functional.normalize(torch.randn(n, d, generator=gen), dim=1)
+    ids = [f"d{i}" for i in range(n)]
+    texts = [f"passage {i} mentions title{(3 * i) % n} and Big Entity{i % 4}" for i in range(n)]
+    corpus = Corpus(ids, [f"Title{i}" for i in range(n)], texts, emb)
+    queries = torch.nn.functional.normalize(torch.randn(8, d, generator=gen), dim=1)
+    batch = QueryBatch([f"q{i}" for i in range(8)], [""] * 8, queries)
+    near = (queries @ emb.T).topk(6, dim=1).indices  # relevant: among the 6 most similar
+    qrels = {q: {ids[int(j)]: 1 for j in near[i, 2::2]} for i, q in enumerate(batch.ids)}
+    queries_set = QuerySet.build(corpus, batch, qrels)
+    options = {"dim": d, "max_nodes": 12}
+    best, study = tune("learned_iso", queries_set, trials=5, options=options)
+    fixed = make_method("learned_iso", options)
+    assert all(study.trials[0].params[k] == getattr(fixed.config, k) for k in best)
+    assert study.best_value >= study.trials[0].value
+    tuned = make_method("learned_iso", {**options, **best}).fit(corpus)
+    assert pool_ndcg(tuned, queries_set) == pytest.approx(study.best_value)
