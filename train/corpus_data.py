@@ -117,7 +117,7 @@ def load_query_set(
     max_queries, max_corpus : int, optional
         Shrink the data set (short runs and tests; see :func:`train.pools.load_pool`).
     """
-    data = load_dataset(dataset, split=split, data_dir=data_dir or os.environ.get("GEORAG_DATA"))
+    data = load_dataset(dataset, split=split, data_dir=data_dir)  # else $GEORAG_DATA
     if max_queries or max_corpus:
         data = _shrink(data, max_queries, max_corpus)
     cache = default_cache_dir() if cache_dir is None else cache_dir
