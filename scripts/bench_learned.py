@@ -22,16 +22,13 @@ Usage: ``python scripts/bench_learned.py [--dataset cranfield] [--batch 64]``
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
-import os
-import platform
 import statistics
-import time
 
 import torch
 from torch.profiler import ProfilerActivity, profile
 
+from georag.eval.bench import Bench, bench_parser, start
 from georag.rerank.registry import config_class, is_retriever, make_method, make_reranker
 from train.corpus_data import load_query_set
 from train.losses import ranking_loss
@@ -73,11 +70,11 @@ def workload(method: str, args):
     """``(batch, gains, corpus)``: B queries (repeated if fewer), the gains of what the
     method ranks, and the corpus of a corpus-level retriever (``None`` for a pool one)."""
     if is_retriever(method):
-        queries = load_query_set(args.corpus_dataset)
+        queries = load_query_set(args.corpus_dataset, data_dir=args.data_dir)
         rows = (torch.arange(args.batch) % queries.batch.batch_size).tolist()
         part = queries.subset(rows)
         return part.batch, part.gains, queries.corpus
-    pool = load_pool(args.dataset)
+    pool = load_pool(args.dataset, data_dir=args.data_dir)
     rows = torch.arange(args.batch) % pool.batch.batch_size
     return take(pool.batch, rows), pool.gains[rows], None
 
@@ -90,13 +87,11 @@ def built(method, options, corpus, device):
     return reranker.to(device).train()
 
 
-def train_step(reranker, batch, gains, device):
+def train_step(reranker, batch, gains):
     reranker.zero_grad(set_to_none=True)
     scores, ranked = reranker.score(batch)
     loss = ranking_loss(scores, ranked, gains, temperature=0.5)
     loss.backward()
-    if device.type == "cuda":
-        torch.cuda.synchronize()
 
 
 def infer(stage, batch):
@@ -104,26 +99,24 @@ def infer(stage, batch):
     return stage.retrieve(batch, top_k=TOP_K) if is_retriever(stage) else stage(batch)
 
 
-def median_ms(fn, repeats):
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append((time.perf_counter() - start) * 1e3)
-    return statistics.median(times)
+def median_ms(bench: Bench, fn, repeats: int) -> float:
+    """Median wall milliseconds of ``repeats`` calls (device synchronised, no warm-up)."""
+    return bench.time(lambda _: fn(), repeats=repeats, warmup=0).median
 
 
 def peak_mib(reranker, batch, gains, device) -> float:
     """Peak memory of one training step above what was allocated before it (MiB)."""
-    train_step(reranker, batch, gains, device)  # warm-up
+    train_step(reranker, batch, gains)  # warm-up
     if device.type == "cuda":
+        torch.cuda.synchronize()
         torch.cuda.reset_peak_memory_stats()
         base = torch.cuda.memory_allocated()
-        train_step(reranker, batch, gains, device)
+        train_step(reranker, batch, gains)
+        torch.cuda.synchronize()
         return (torch.cuda.max_memory_allocated() - base) / 2**20
     # CPU: the profiler's allocation record, summed in time order (allocations +, frees -)
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
-        train_step(reranker, batch, gains, device)
+        train_step(reranker, batch, gains)
     live = peak = 0
     for event in sorted(prof.events(), key=lambda e: e.time_range.start):
         live += event.self_cpu_memory_usage
@@ -132,25 +125,26 @@ def peak_mib(reranker, batch, gains, device) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = bench_parser(__doc__, repeats=7)
+    parser.set_defaults(threads=1)
     parser.add_argument("--dataset", default="cranfield")
     parser.add_argument("--corpus-dataset", default="hotpotqa_dev500")
     parser.add_argument("--batch", type=int, default=64)
-    parser.add_argument("--repeats", type=int, default=7)
-    parser.add_argument("--threads", type=int, default=1)
     parser.add_argument(
         "--methods", nargs="+", default=list(MOVED), help="learnable rerankers (registry names)"
     )
-    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     args = parser.parse_args()
-    torch.set_num_threads(args.threads)
-    device = torch.device(args.device)
-    print(
-        f"# {platform.machine()}, torch {torch.__version__}, {torch.get_num_threads()} "
-        f"thread(s), device {device}, load average {os.getloadavg()[0]:.1f}; pool dataset "
-        f"{args.dataset} (M=100), corpus dataset {args.corpus_dataset}, B={args.batch}, "
-        f"medians of {args.repeats}"
+    bench = start(
+        args,
+        config={
+            "pool dataset": f"{args.dataset} (M=100)",
+            "corpus dataset": args.corpus_dataset,
+            "B": args.batch,
+            "medians of": args.repeats,
+        },
     )
+    device = torch.device(bench.device)
+    rows = []
     print(
         "| method | map | fwd+bwd ms/query | peak MiB of one step | fixed ms/query | "
         "learnable at defaults ms/query (ratio) | learnable, learned knobs "
@@ -183,7 +177,7 @@ def main() -> None:
             times = {}
             for k in range(len(stages)):
                 i = (round_ + k) % len(stages)
-                times[i] = median_ms(lambda s=stages[i], b=batch: infer(s, b), 1)
+                times[i] = median_ms(bench, lambda s=stages[i], b=batch: infer(s, b), 1)
             runs.append([times[i] for i in range(len(stages))])
         fixed_ms, default_ms, learned_ms, *same = (
             statistics.median(r[i] for r in runs) / args.batch for i in range(len(stages))
@@ -193,7 +187,7 @@ def main() -> None:
             reranker = built(method, {"embedding_map": embedding_map}, corpus, device)
             step = (
                 median_ms(
-                    lambda r=reranker, b=batch, g=gains: train_step(r, b, g, device), args.repeats
+                    bench, lambda r=reranker, b=batch, g=gains: train_step(r, b, g), args.repeats
                 )
                 / args.batch
             )
@@ -207,6 +201,18 @@ def main() -> None:
                 f"{infer_cells if not embedding_map else ' | | | '} |",
                 flush=True,
             )
+            rows.append(
+                {
+                    "method": method,
+                    "map": embedding_map,
+                    "fwd_bwd_ms_per_query": step,
+                    "peak_mib": peak,
+                    "fixed_ms_per_query": fixed_ms,
+                    "default_ms_per_query": default_ms,
+                    "learned_ms_per_query": learned_ms,
+                }
+            )
+    bench.finish({"rows": rows})
 
 
 if __name__ == "__main__":

@@ -43,11 +43,9 @@ methods add to the same file.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import platform
-import time
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -57,10 +55,13 @@ import torch
 from lightning.pytorch.callbacks import EarlyStopping
 from lightning.pytorch.loggers import CSVLogger
 
+import georag.eval.bench as harness
+from georag._io import atomic_write
 from georag.batch import RerankResult, scores_to_run
 from georag.data.datasets import MULTIHOP_FILES
 from georag.eval.metrics import per_query
 from georag.eval.stats import bootstrap_ci, holm, paired_permutation_p
+from georag.eval.timing import timed
 from georag.rerank.base import IdentityReranker
 from georag.rerank.registry import is_retriever, make_method, make_reranker, parse_option
 from georag.resources import DEFAULT_MODEL
@@ -139,14 +140,21 @@ def folds_of(dataset: str, args, encoder, corpus: bool) -> list[tuple]:
     """``(training pool, report pool, training queries, report queries, label)`` per fold;
     the query sets (``None`` unless ``corpus``) hold the same queries over the corpus."""
     if dataset == "scifact":
-        train = load_pool("scifact", split="train", encoder=encoder)
-        report = load_pool("scifact", split="test", encoder=encoder)
+        train = load_pool("scifact", split="train", data_dir=args.data_dir, encoder=encoder)
+        report = load_pool("scifact", split="test", data_dir=args.data_dir, encoder=encoder)
         sets = (None, None)
         if corpus:
-            sets = tuple(load_query_set("scifact", split=x, encoder=encoder) for x in SCIFACT)
+            sets = tuple(
+                load_query_set("scifact", split=x, data_dir=args.data_dir, encoder=encoder)
+                for x in SCIFACT
+            )
         return [(train, report, *sets, "holdout")]
-    pool = load_pool(dataset, split="test", encoder=encoder)
-    queries = load_query_set(dataset, split="test", encoder=encoder) if corpus else None
+    pool = load_pool(dataset, split="test", data_dir=args.data_dir, encoder=encoder)
+    queries = (
+        load_query_set(dataset, split="test", data_dir=args.data_dir, encoder=encoder)
+        if corpus
+        else None
+    )
     if queries is not None and queries.batch.ids != pool.batch.query_ids:
         raise ValueError(f"{dataset}: pool and corpus queries differ in order")
     out = []
@@ -208,15 +216,16 @@ def run_dataset(dataset: str, args, encoder) -> dict:
 
             short = make_method(method).fixed_method
             add(f"{short} paper", apply(make_reranker(short)))
-            start = time.perf_counter()
             fixed_options = args.method_options.get(method, {})
-            best, study = tune(
-                method, fit_on, trials=args.trials, seed=args.seed, options=fixed_options
+            (best, study), spent = timed(
+                lambda method=method, fit_on=fit_on, fixed_options=fixed_options: tune(
+                    method, fit_on, trials=args.trials, seed=args.seed, options=fixed_options
+                )
             )
             add(
                 f"{short} tuned",
                 apply(make_reranker(method, {method: {**fixed_options, **best}})),
-                time.perf_counter() - start,
+                spent,
                 {"knobs": best, "train_ndcg": study.best_value},
             )
             for suffix, options in (("learned", {}), ("learned+map", {"embedding_map": True})):
@@ -336,7 +345,8 @@ def merge_sections(old: str, new: dict[str, str]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = harness.bench_parser(__doc__, repeats=None, out="--json", device=False)
+    parser.set_defaults(threads=1)
     parser.add_argument("--datasets", nargs="+", default=["scifact", "cranfield", "cisi"])
     parser.add_argument(
         "--methods",
@@ -363,7 +373,6 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--map-lr", type=float, default=1e-3)
     parser.add_argument("--resamples", type=int, default=5000)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--work", default="runs/quality_learned")
     parser.add_argument("--out", default="docs/learned_results.md")
     parser.add_argument(
@@ -381,15 +390,17 @@ def main(argv: list[str] | None = None) -> None:
         except ValueError as error:
             parser.error(f"--method-option: {error}")
         args.method_options.setdefault(name, {})[key] = parsed
-    torch.set_num_threads(args.threads)
+    bench = harness.start(
+        args, config={"datasets": args.datasets, "methods": args.methods}, device="cpu"
+    )
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
     encoder = None if args.render else TextEncoder(DEFAULT_MODEL, show_progress=False)
     given = [f"{n}.{k}={v}" for n, o in sorted(args.method_options.items()) for k, v in o.items()]
     selection = "+".join(args.methods) + "".join(f"__{g}" for g in given)
     for dataset in [] if args.render else args.datasets:
-        started, load_start = time.perf_counter(), os.getloadavg()[0]
-        result = run_dataset(dataset, args, encoder)
+        load_start = os.getloadavg()[0]
+        result, seconds = timed(lambda dataset=dataset: run_dataset(dataset, args, encoder))
         metrics = metrics_of(dataset)
         protocol = (
             "train on qrels/train.tsv, report on test"
@@ -410,12 +421,11 @@ def main(argv: list[str] | None = None) -> None:
             + "".join(f"--method-option {g} " for g in given)
             + f"--trials {args.trials} --epochs {args.epochs} "
             f"--patience {args.patience} --lr {args.lr} --seed {args.seed}",
-            "date": f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC, "
-            f"{(time.perf_counter() - started) / 60:.1f} min",
+            "date": f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC, {seconds / 60:.1f} min",
             "load": f"{load_start:.1f} -> {os.getloadavg()[0]:.1f}",
         }
         path = work / f"{dataset}__{selection}.json"
-        path.write_text(json.dumps(saved, indent=1, default=str))
+        atomic_write(path, json.dumps(saved, indent=1, default=str))
         print(markdown(saved), flush=True)
     new = {}
     for path in sorted(work.glob("*__*.json")):
@@ -444,8 +454,8 @@ def main(argv: list[str] | None = None) -> None:
         "- sections whose heading names no methods come from earlier runs of "
         "learned_diffusion and learned_maniscope\n\n"
     )
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(header + "\n\n".join(merge_sections(old, new)) + "\n")
+    atomic_write(out, header + "\n\n".join(merge_sections(old, new)) + "\n")
+    bench.finish({"sections": sorted(new), "out": str(out)})
 
 
 if __name__ == "__main__":

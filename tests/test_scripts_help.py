@@ -54,8 +54,8 @@ def test_every_script_answers_help():
 
 
 # Not on the harness: the GraphRicciCurvature runner runs in .venv-peers, which has no torch
-# (its parents print the header); the learned-method scripts are being moved by their owner.
-OFF_HARNESS = {"ricci_reference.py", "quality_learned.py", "bench_learned.py"}
+# (its parents print the header).
+OFF_HARNESS = {"ricci_reference.py"}
 
 
 def test_every_script_uses_the_harness():
