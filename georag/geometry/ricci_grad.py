@@ -20,9 +20,15 @@ How each part is differentiated:
   of :func:`georag.geometry.transport_grad.shared_cost_transport`, including its
   dependence on epsilon (a multiple of the mean edge length), so nothing of the Sinkhorn
   iterations is kept. The split into the positive and negative parts of ``m_x - m_y``
-  (``clamp``) is piecewise linear; a node where both measures agree exactly gets the
-  subgradient 0. ``method="exact"``: POT's network simplex with the gradient of its
-  linear program (:func:`georag.geometry.transport_grad.exact_transport`), the reference;
+  is piecewise linear; where both measures agree exactly (a tie, common at unit lengths
+  or ``exp_power = 0``) each part takes half of the gradient, and the transport's
+  gradient at a zero mass is its one-sided derivative as mass enters there, so the
+  result is the mean of the two one-sided derivatives (as the shortest paths' ties).
+  ``method="exact"``: POT's network simplex with the gradient of its linear program
+  (:func:`georag.geometry.transport_grad.exact_transport`), the reference;
+  ``method="auto"`` picks one of the two as ricci.py does (exact up to
+  :data:`~georag.geometry.ricci.EXACT_MAX_SUPPORT` nodes per neighbourhood), so that the
+  gradient is that of the curvature the no-grad path returns;
 - flow: unrolled over its M steps (``checkpoint=True`` recomputes each step in the
   backward instead of keeping it, :func:`torch.utils.checkpoint.checkpoint`); the early
   stop and the choice of the largest component are discrete.
@@ -47,6 +53,7 @@ from georag.geometry.ricci import (
     _KERNEL_SPAN,
     _NEIGHBOUR_WEIGHT_FLOOR,
     _ZERO_DISTANCE,
+    EXACT_MAX_SUPPORT,
     RicciFlowResult,
     _check_graph,
     _edge_index,
@@ -58,7 +65,7 @@ from georag.geometry.transport_grad import exact_transport, shared_cost_transpor
 
 __all__ = ["wants_grad", "node_measures", "ollivier_ricci", "ricci_flow"]
 
-_METHODS = ("auto", "sinkhorn", "exact")  # "auto" differentiates the Sinkhorn solve
+_METHODS = ("auto", "sinkhorn", "exact")
 
 
 def wants_grad(*values: object) -> bool:
@@ -83,6 +90,17 @@ def _check_options(alpha: torch.Tensor, exp_power: torch.Tensor, method: str) ->
         raise ValueError(f"exp_power must be finite and non-negative, got {exp_power}")
     if method not in _METHODS:
         raise ValueError(f"method must be one of {_METHODS} for gradients, got {method!r}")
+
+
+def _resolve(method: str, adjacency: torch.Tensor) -> str:
+    """``"auto"`` as ricci.py decides it (exact when every closed neighbourhood has at most
+    :data:`~georag.geometry.ricci.EXACT_MAX_SUPPORT` nodes), so that the gradient is that
+    of the curvature the no-grad path computes."""
+    if method != "auto":
+        return method
+    degrees = adjacency.sum(2)
+    support = 1 + (int(degrees.max()) if degrees.numel() else 0)
+    return "exact" if support <= EXACT_MAX_SUPPORT else "sinkhorn"
 
 
 def _check_unsupported(**options: object) -> None:
@@ -182,7 +200,11 @@ def _curvature(
     rows = torch.arange(b, device=lengths.device).unsqueeze(1)
     d_edge = dist[rows, i, j]
     surplus = measures[rows, i] - measures[rows, j]
-    source, target = surplus.clamp_min(0.0), (-surplus).clamp_min(0.0)
+    # (s + |s|) / 2 and (|s| - s) / 2: the same values as clamping, but where the measures
+    # tie (s = 0, common at unit lengths) each side gets half the gradient, so the result
+    # is the mean of the two one-sided derivatives (what a central difference measures)
+    size = surplus.abs()
+    source, target = (size + surplus) / 2, (size - surplus) / 2
     out_mass, in_mass = source.sum(-1, keepdim=True), target.sum(-1, keepdim=True)
     moving = torch.minimum(out_mass, in_mass) > 64 * torch.finfo(lengths.dtype).eps
     moving = moving & valid.unsqueeze(-1)  # padded edges solve a point mass: no NaN to mask
@@ -194,7 +216,7 @@ def _curvature(
     if method == "exact":
         finite = torch.where(torch.isfinite(cost), cost, 0.0).unsqueeze(1)
         out = exact_transport(source, target, finite)
-        converged = valid.clone()
+        converged = torch.ones_like(valid)
     else:
         eps, center = _graph_epsilon(lengths, adjacency, dist, epsilon, work)
         start = (2 * center).detach() if scaled else None
@@ -232,9 +254,9 @@ def ollivier_ricci(
     directed: bool = False,
     edge_mask: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """Differentiable :func:`georag.geometry.ricci.ollivier_ricci` (same parameters, no
-    certificate: the plain Sinkhorn solve is differentiated; ``directed`` and
-    ``edge_mask`` are not supported).
+    """Differentiable :func:`georag.geometry.ricci.ollivier_ricci` (same parameters;
+    ``"auto"`` resolves as there; no certificate: ``"sinkhorn"`` differentiates the plain
+    Sinkhorn solve; ``directed`` and ``edge_mask`` are not supported).
 
     Returns
     -------
@@ -246,6 +268,7 @@ def ollivier_ricci(
     alpha, exp_power = _scalar(alpha, lengths, "alpha"), _scalar(exp_power, lengths, "exp_power")
     _check_options(alpha, exp_power, method)
     _check_unsupported(directed=directed, edge_mask=edge_mask)
+    method = _resolve(method, adjacency)
     edges = _edge_index(adjacency)
     kappa, _, _ = _curvature(
         lengths,
@@ -285,8 +308,9 @@ def ricci_flow(
     restrict: bool = True,
     checkpoint: bool = False,
 ) -> RicciFlowResult:
-    """Differentiable :func:`georag.geometry.ricci.ricci_flow` (same parameters, no
-    certificate; ``base`` and ``nbr_topk`` are not supported).
+    """Differentiable :func:`georag.geometry.ricci.ricci_flow` (same parameters;
+    ``"auto"`` resolves as there; no certificate; ``base`` and ``nbr_topk`` are not
+    supported).
 
     Parameters
     ----------
@@ -307,6 +331,7 @@ def ricci_flow(
     if iterations < 0:
         raise ValueError(f"iterations must be >= 0, got {iterations}")
     _check_unsupported(base=base, nbr_topk=nbr_topk)
+    method = _resolve(method, adjacency)
     b, n, _ = lengths.shape
     adjacency, edges, w, num_edges = _flow_edges(lengths, adjacency, restrict)
     i, j, valid = edges

@@ -20,12 +20,19 @@ Implicit is the default whenever an input requires grad.
 
 Gradients with respect to ``a`` and ``b`` are defined along perturbations that keep the
 masses balanced, so only up to a constant: they are returned centred (mean 0 over each
-support), the convention of POT's ``emd2``. At a zero mass the linear value's gradient is
-0 (the support is held fixed); the regularized value's is the c-transform of the other
-potential, its one-sided derivative. Where the plan nearly falls apart into blocks (costs
-between them many epsilon apart) the potentials' offset between the blocks is
-ill-determined at any finite tolerance, and so is the marginals' gradient along moving mass
-between blocks; the cost gradient is not affected.
+support, the same shift on every entry), the convention of POT's ``emd2``. At a zero mass
+the gradient is the one-sided derivative as mass enters there: for the regularized value
+the c-transform of the other potential; for the linear value ``x_k = sum_j pi_kj (C_kj -
+y_j)`` (``pi_k`` the kernel row of ``k`` weighted by the other scaling, normalized: the
+row the plan would get) and symmetrically for ``y``; for the exact cost the c-transform
+``min_j C_kj - g_j``. So the gradient is continuous where a mass reaches zero, and a
+caller that splits a signed quantity into ``a`` and ``b`` can take the mean of the two
+one-sided derivatives at a tie (as :mod:`georag.geometry.ricci_grad` does).
+
+Where the plan nearly falls apart into blocks (costs between them many epsilon apart)
+the potentials' offset between the blocks is ill-determined at any finite tolerance, and
+so is the marginals' gradient along moving mass between blocks; the cost gradient is not
+affected.
 
 :func:`exact_transport` is the unregularized cost (POT's network simplex per problem, CPU)
 with the gradient of the linear program: the optimal plan for ``C`` and the centred dual
@@ -97,15 +104,61 @@ def _linear_adjoint(
     return x.to(dtype), y.to(dtype)
 
 
+def _off_support(
+    x: torch.Tensor,
+    y: torch.Tensor,
+    log_kernel: torch.Tensor,
+    log_u: torch.Tensor,
+    log_v: torch.Tensor,
+    cost: torch.Tensor,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Extend the adjoint ``(x, y)`` of the linear cost to the zero masses.
+
+    ``x_k = sum_j pi_kj (C_kj - y_j)`` with ``pi_kj`` proportional to ``K_kj v_j`` over
+    the support of ``b`` (the limit of the adjoint's row ``k`` as ``a_k -> 0``), and
+    ``y_j`` likewise with ``K_ij u_i``; 0 where no finite cost reaches a support.
+
+    Parameters
+    ----------
+    x, log_u : torch.Tensor, shape (..., n)
+    y, log_v : torch.Tensor, shape (..., m)
+        The adjoint and the log scalings (``-inf`` at the zero masses).
+    log_kernel, cost : torch.Tensor, shape (..., n, m)
+    """
+    on_a, on_b = torch.isfinite(log_u), torch.isfinite(log_v)
+    finite = torch.isfinite(cost)
+    c = torch.where(finite, cost, 0.0)
+
+    def extend(logits, reach, values, dim):
+        logits = logits.masked_fill(~reach, -math.inf)
+        some = reach.any(dim)
+        weights = torch.softmax(torch.where(some.unsqueeze(dim), logits, 0.0), dim=dim)
+        return torch.where(some, (weights * values).masked_fill(~reach, 0.0).sum(dim), 0.0)
+
+    row_reach, col_reach = finite & on_b.unsqueeze(-2), finite & on_a.unsqueeze(-1)
+    x_off = extend(log_kernel + log_v.unsqueeze(-2), row_reach, c - y.unsqueeze(-2), -1)
+    y_off = extend(log_kernel + log_u.unsqueeze(-1), col_reach, c - x.unsqueeze(-1), -2)
+    return torch.where(on_a, x, x_off), torch.where(on_b, y, y_off)
+
+
 def _linear_grads(
-    plan: torch.Tensor, log_plan: torch.Tensor, cost: torch.Tensor, eps: torch.Tensor
+    plan: torch.Tensor,
+    log_plan: torch.Tensor,
+    cost: torch.Tensor,
+    eps: torch.Tensor,
+    f: torch.Tensor,
+    g: torch.Tensor,
 ) -> tuple[torch.Tensor, ...]:
     """Gradients of ``<P, C>`` w.r.t. ``a``, ``b``, ``C`` and ``epsilon`` (per problem).
 
     With the adjoint ``(x, y)`` and ``Q = P (x_i + y_j - C_ij) / eps``:
-    ``d/dC = P + Q``, ``d/deps = sum Q log P``, ``d/da = x``, ``d/db = y`` (centred).
+    ``d/dC = P + Q``, ``d/deps = sum Q log P``, ``d/da = x``, ``d/db = y`` (centred; at
+    the zero masses the one-sided derivative, :func:`_off_support`). ``f``, ``g``: the
+    log-domain potentials (``-inf`` at the zero masses).
     """
     x, y = _linear_adjoint(plan, cost)
+    e = eps[..., None]
+    x, y = _off_support(x, y, -cost / e[..., None], f / e, g / e, cost)
     e = eps[..., None, None]
     q = plan * (x.unsqueeze(-1) + y.unsqueeze(-2) - cost) / e
     d_eps = (q * log_plan.masked_fill(plan == 0, 0.0)).sum((-2, -1))
@@ -224,7 +277,7 @@ def sinkhorn_cost(
         plan = log_plan.exp()
         if value == "linear":
             linear = (plan * torch.where(plan > 0, full, 0.0)).sum((-2, -1))
-            return linear, _linear_grads(plan, log_plan, full, e)
+            return linear, _linear_grads(plan, log_plan, full, e, out.f, out.g)
         total, kl = _regularized(plan, log_plan, a, b, full, e)
         # ab^T-kernel potentials as c-transforms: finite at zero masses too
         finite = torch.where(torch.isfinite(full), full, math.inf)
@@ -288,17 +341,23 @@ def shared_cost_transport(
     return value, extra["u"], extra["converged"]
 
 
+def _shared_kernel(cost, eps, center, dtype):
+    """The solver's log kernel ``(center - C) / eps`` at its floor, (B, 1, n, m), float64."""
+    floor = math.exp(-1.5 * max_cost_over_epsilon(dtype))
+    cost, eps, center = (t.double() for t in (cost, eps, center))
+    log_k = torch.maximum(
+        (center.view(-1, 1, 1) - cost) / eps.view(-1, 1, 1),
+        torch.tensor(math.log(floor), dtype=torch.float64, device=cost.device),
+    )
+    return torch.where(torch.isfinite(cost), log_k, math.log(floor)).unsqueeze(1)
+
+
 def _shared_plan(u, v, cost, eps, center):
     """Plans ``u_i K_ij v_j`` (and their logs) of the solver's kernel, in float64."""
-    floor = math.exp(-1.5 * max_cost_over_epsilon(u.dtype))
-    u, v, cost, eps, center = (t.double() for t in (u, v, cost, eps, center))
-    e = eps.view(-1, 1, 1)
-    log_k = torch.maximum(
-        (center.view(-1, 1, 1) - cost) / e, torch.tensor(math.log(floor), dtype=u.dtype)
-    )
-    log_k = torch.where(torch.isfinite(cost), log_k, math.log(floor))
-    plan = u.unsqueeze(-1) * log_k.exp().unsqueeze(1) * v.unsqueeze(-2)
-    log_plan = u.log().unsqueeze(-1) + log_k.unsqueeze(1) + v.log().unsqueeze(-2)
+    log_k = _shared_kernel(cost, eps, center, u.dtype)
+    u, v = u.double(), v.double()
+    plan = u.unsqueeze(-1) * log_k.exp() * v.unsqueeze(-2)
+    log_plan = u.log().unsqueeze(-1) + log_k + v.log().unsqueeze(-2)
     return plan, log_plan
 
 
@@ -315,6 +374,14 @@ class _SharedCost(torch.autograd.Function):
         finite = torch.where(torch.isfinite(cost), cost, 0.0).double().unsqueeze(1)
         value = (plan * finite).sum((-2, -1)).to(a.dtype)
         x, y = _linear_adjoint(plan, finite.expand_as(plan), precision=u.dtype)
+        x, y = _off_support(
+            x.double(),
+            y.double(),
+            _shared_kernel(cost, eps, center, u.dtype),
+            u.double().log(),
+            v.double().log(),
+            cost.double().unsqueeze(1),
+        )
         extra["u"], extra["converged"] = u, out.converged
         ctx.save_for_backward(u, v, x, y, cost, eps, center)
         return value
@@ -349,7 +416,7 @@ def exact_transport(a: torch.Tensor, b: torch.Tensor, cost: torch.Tensor) -> tor
 
     POT's network simplex (``ot.emd``, float64, CPU) on each problem's supports; the
     backward gives the optimal plan for ``cost`` and the centred dual potentials for
-    ``a`` and ``b`` (0 off the supports). For checks: one Python call per problem.
+    ``a`` and ``b`` (their c-transforms off the supports). For checks: one Python call per problem.
 
     Parameters
     ----------
@@ -383,8 +450,14 @@ def _emd_solve(a, b, cost, eps):
         p, log = ot.emd(an[k, sa], bn[k, sb], sub, log=True)
         value[k] = float((p * sub).sum())
         plan[k][np.ix_(sa, sb)] = p
-        fa[k, sa] = log["u"] - log["u"].mean()
-        gb[k, sb] = log["v"] - log["v"].mean()
+        u, v = log["u"], log["v"]
+        # off the supports, the c-transforms (the one-sided derivatives as mass enters);
+        # then one shift per side, so that both keep the pair's gauge
+        fa[k] = np.min(cn[k][:, sb] - v, axis=1) if len(sb) else 0.0
+        gb[k] = np.min(cn[k][sa, :] - u[:, None], axis=0) if len(sa) else 0.0
+        fa[k, sa], gb[k, sb] = u, v
+        fa[k], gb[k] = fa[k] - u.mean(), gb[k] - v.mean()
+        fa[k][~np.isfinite(fa[k])], gb[k][~np.isfinite(gb[k])] = 0.0, 0.0  # unreachable
 
     def back(x, shape):
         return torch.from_numpy(x).to(a.dtype).to(a.device).reshape(shape)

@@ -111,14 +111,17 @@ def test_forward_equals_ricci_forward():
         # ricci.py certifies (or solves exactly) its curvature: the documented accuracy
         assert (grad.detach() - fixed).abs().max() < bound
         assert (grad.detach() - exact).abs().max() < bound  # ollivier_ricci's documented error
-    flow = ricci_flow(
-        lengths, adj, iterations=4, alpha=0.3, method="sinkhorn", accuracy=None, **FLOW
-    )
-    grad_flow = ricci_flow(lengths.clone().requires_grad_(), adj, iterations=4, alpha=alpha, **FLOW)
-    assert torch.equal(grad_flow.adjacency, flow.adjacency)
-    assert torch.equal(grad_flow.iterations, flow.iterations)
-    assert (grad_flow.lengths.detach() - flow.lengths).abs().max() < 1e-6
-    assert (grad_flow.curvature.detach() - flow.curvature).abs().max() < 1e-6
+    # the same solver with and without grad: plain Sinkhorn, and "auto" (exact here)
+    for options in ({"method": "sinkhorn", **FLOW}, {"method": "auto"}):
+        flow = ricci_flow(lengths, adj, iterations=4, alpha=0.3, accuracy=None, **options)
+        grad_flow = ricci_flow(
+            lengths.clone().requires_grad_(), adj, iterations=4, alpha=alpha, **options
+        )
+        assert torch.equal(grad_flow.adjacency, flow.adjacency)
+        assert torch.equal(grad_flow.iterations, flow.iterations)
+        assert torch.equal(grad_flow.converged, flow.converged)
+        assert (grad_flow.lengths.detach() - flow.lengths).abs().max() < 1e-6
+        assert (grad_flow.curvature.detach() - flow.curvature).abs().max() < 1e-6
     measures = ricci_grad.node_measures(lengths, adj, alpha=alpha, exp_power=power)
     assert (measures.detach() - node_measures(lengths, adj, alpha=0.3)).abs().max() < 1e-15
 
