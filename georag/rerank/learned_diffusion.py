@@ -81,11 +81,16 @@ class LearnedDiffusionConfig:
 
 
 def safe_power(x: torch.Tensor, power: torch.Tensor) -> torch.Tensor:
-    """``x ** power`` for ``x >= 0``, exact at ``power = 1`` and 0 (with zero gradient) at 0.
+    """``x ** power`` for ``x >= 0`` and ``power > 0``, exact at ``power = 1`` and 0 (with
+    zero gradient) at 0.
 
-    Computed as ``x * exp((power - 1) * log x)`` on the positive entries only, so no
-    ``log 0`` reaches the autograd tape.
+    Under autograd it is computed as ``x * exp((power - 1) * log x)`` on the positive
+    entries only, so no ``log 0`` reaches the tape. Without a tape (inference) it is one
+    pass: ``x`` itself at ``power = 1``, else ``x.pow(power)`` (within rounding of the
+    training formula).
     """
+    if not (torch.is_grad_enabled() and (x.requires_grad or power.requires_grad)):
+        return x if bool(power == 1) else x.pow(power)
     positive = x > 0
     log = torch.log(torch.where(positive, x, 1.0))
     return torch.where(positive, x * torch.exp((power - 1.0) * log), 0.0)
@@ -127,8 +132,12 @@ class LearnedDiffusion(LearnableReranker):
         if self.embed is not None:
             cands = self.embed(cands)
         dtype = cands.dtype
-        eye = torch.eye(pool.shape[1], dtype=torch.bool, device=pool.device)
-        similarity = cosine_gram(cands, pool).masked_fill(eye, 0.0).clamp_min(0.0)
+        similarity = cosine_gram(cands, pool)
+        if torch.is_grad_enabled() and similarity.requires_grad:
+            eye = torch.eye(pool.shape[1], dtype=torch.bool, device=pool.device)
+            similarity = similarity.masked_fill(eye, 0.0).clamp_min(0.0)
+        else:  # no tape: in place, as the fixed method
+            similarity.clamp_min_(0.0).diagonal(dim1=1, dim2=2).zero_()
         weights = safe_power(similarity, self.edge_power().to(dtype))
 
         low = scores.masked_fill(~pool, torch.inf).amin(dim=1, keepdim=True).clamp(max=0.0)
@@ -137,18 +146,17 @@ class LearnedDiffusion(LearnableReranker):
         teleport = torch.where(flat, pool.to(dtype), teleport)
         teleport = safe_power(teleport, self.teleport_power().to(dtype))
 
-        ranks = torch.zeros_like(teleport)
+        options = dict(damping=self.damping().to(dtype), tol=cfg.tol, max_iter=cfg.max_iter)
         rows = pool.any(dim=1)
-        if bool(rows.any()):
-            ppr = personalized_pagerank(
-                weights[rows],
-                teleport[rows],
-                damping=self.damping().to(dtype),
-                tol=cfg.tol,
-                max_iter=cfg.max_iter,
-                mask=pool[rows],
-            )
-            ranks = ranks.index_put((rows.nonzero().squeeze(1),), ppr)
+        if bool(rows.all()):  # the common case: no query without candidates, no copies
+            ranks = personalized_pagerank(weights, teleport, mask=pool, **options)
+        else:
+            ranks = torch.zeros_like(teleport)
+            if bool(rows.any()):
+                ppr = personalized_pagerank(
+                    weights[rows], teleport[rows], mask=pool[rows], **options
+                )
+                ranks = ranks.index_put((rows.nonzero().squeeze(1),), ppr)
         final = ranks + self.fusion().to(dtype) * scores.to(dtype)
         final = final.to(batch.scores.dtype)
         if index is not None:

@@ -129,7 +129,8 @@ class LearnedRicci(LearnableReranker):
     search_space = {
         "alpha": (0.05, 0.95, False),
         "exp_power": (0.25, 4.0, True),
-        "step": (0.1, 2.0, True),
+        # kappa <= 1, so w (1 - step kappa) stays >= 0 for any curvature only if step <= 1
+        "step": (0.1, 1.0, True),
         "eta": (0.5, 2.0, True),
         "length_power": (-2.0, 2.0, False),
         "geometry_weight": (-2.0, 2.0, False),
