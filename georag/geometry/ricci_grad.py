@@ -50,7 +50,6 @@ from torch.utils.checkpoint import checkpoint as _checkpoint
 
 from georag.geometry.graphs import shortest_paths
 from georag.geometry.ricci import (
-    _KERNEL_SPAN,
     _NEIGHBOUR_WEIGHT_FLOOR,
     _ZERO_DISTANCE,
     EXACT_MAX_SUPPORT,
@@ -59,8 +58,10 @@ from georag.geometry.ricci import (
     _edge_index,
     _flow_edges,
     _scatter_edges,
+    _sinkhorn_epsilon,
+    _warm_start,
+    _WarmStart,
 )
-from georag.geometry.transport import max_cost_over_epsilon
 from georag.geometry.transport_grad import exact_transport, shared_cost_transport
 
 __all__ = ["wants_grad", "node_measures", "ollivier_ricci", "ricci_flow"]
@@ -153,30 +154,6 @@ def _measures(lengths, adjacency, alpha, exp_power):
     return (1.0 - alpha) * spread.masked_fill(isolated, 0.0) + keep * eye
 
 
-def _graph_epsilon(lengths, adjacency, dist, epsilon, dtype):
-    """Per-graph regularization (differentiable) and kernel centre (no gradient)."""
-    on_edges = lengths.masked_fill(~adjacency, 0.0)
-    count = adjacency.sum((1, 2)).clamp_min(1)
-    mean = on_edges.sum((1, 2)) / count
-    mean = torch.where(mean > 0, mean, 1.0)
-    step = adjacency.to(lengths.dtype)
-    closed = step + torch.eye(lengths.shape[1], dtype=lengths.dtype, device=lengths.device)
-    within_three = torch.bmm(torch.bmm(closed, step), closed) > 0
-    widest = dist.masked_fill(~within_three, 0.0).amax((1, 2))
-    eps = torch.maximum(epsilon * mean, widest / (_KERNEL_SPAN * max_cost_over_epsilon(dtype)))
-    return eps.to(dtype), (widest / 2).detach().to(dtype)
-
-
-def _start_from(potential, source, eps):
-    """Warm-start scalings from carried potentials ``f = eps log u`` (as ricci.py)."""
-    if potential is None:
-        return None
-    logits = (potential / eps.view(-1, 1, 1)).masked_fill(source <= 0, -math.inf)
-    top = logits.amax(-1, keepdim=True)
-    start = torch.where(torch.isfinite(top), (logits - top).exp(), (source > 0).to(source.dtype))
-    return start, start
-
-
 def _curvature(
     lengths,
     adjacency,
@@ -218,7 +195,10 @@ def _curvature(
         out = exact_transport(source, target, finite)
         converged = torch.ones_like(valid)
     else:
-        eps, center = _graph_epsilon(lengths, adjacency, dist, epsilon, work)
+        # ricci.py's per-graph rule, differentiated through eps (the centre needs no gradient)
+        eps, center = _sinkhorn_epsilon(lengths, adjacency, dist, epsilon=epsilon, dtype=work)
+        center = center.detach()
+        init = None if scaled else _warm_start(_WarmStart(potential), source.detach(), eps.detach())
         start = (2 * center).detach() if scaled else None
         out, u, ok = shared_cost_transport(
             source,
@@ -227,7 +207,7 @@ def _curvature(
             epsilon=eps,
             center=center,
             start=start,
-            init=None if scaled else _start_from(potential, source.detach(), eps.detach()),
+            init=init,
             max_iter=max_iter,
             tol=tol,
         )
