@@ -7,8 +7,8 @@ from unit lengths and keeps the candidates whose final query-edge length ``w`` i
 ``eta``; their score is the first-stage score ``s``. Learned here, initialised at its
 defaults:
 
-* ``alpha`` (0.5) in (0, 1), through a sigmoid; ``exp_power`` (2) and the flow ``step``
-  (1), through exp: the node measures and the flow;
+* ``alpha`` (0.5) in (0, 1), through a sigmoid, and ``exp_power`` (2), through exp: the
+  node measures;
 * ``length_power`` (0): initial edge lengths ``(r_ij / g) ** length_power`` with ``g`` the
   geometric mean of the graph's edge dissimilarities, so 0 gives the paper's unit lengths
   exactly and the embeddings reach the flow through it;
@@ -19,6 +19,12 @@ defaults:
   shared by the graph and the lengths. The map reaches the scores through the lengths
   only, so its gradient is 0 until ``length_power`` leaves 0 (one step does it: the
   exponent's own gradient is not 0 there).
+
+The flow ``step`` (1) is a fixed setting, not trained: ``w (1 - step kappa)`` stays
+non-negative for every curvature (``kappa <= 1``) only while ``step <= 1``, and no smooth
+parameterisation reaches the paper's 1 from inside (0, 1]; a learned ``exp`` step went
+above 1 in the first steps on scifact and drove a length negative. The TPE baseline
+(``search_space``) searches it in [0.1, 1].
 
 Gradients run through the flow (:func:`georag.geometry.ricci_grad.ricci_flow`: unrolled
 steps, implicit Sinkhorn). Discrete decisions, and what each phase uses:
@@ -63,8 +69,10 @@ class LearnedRicciConfig:
     ----------
     top_m, quantile, iterations, eta_atol, method, epsilon, max_iter, tol :
         As :class:`~georag.rerank.ricci_filtration.RicciFiltrationConfig` (fixed).
-    step, alpha, exp_power, eta : float
-        Initial values of the flow and surgery knobs.
+    step : float
+        Flow step (fixed; searched by the TPE baseline, not trained).
+    alpha, exp_power, eta : float
+        Initial values of the measure and surgery knobs.
     length_power, geometry_weight : float
         Initial exponent of the initial lengths and fusion weight (0: the fixed method).
     surgery_temperature : float
@@ -121,7 +129,7 @@ class LearnedRicciConfig:
 
 
 class LearnedRicci(LearnableReranker):
-    """Ricci-flow filter with learned measures, step, lengths, surgery and fusion."""
+    """Ricci-flow filter with learned measures, lengths, surgery and fusion."""
 
     name = "learned_ricci"
     config_class = LearnedRicciConfig
@@ -141,7 +149,6 @@ class LearnedRicci(LearnableReranker):
         cfg = self.config
         self.alpha = Interval(cfg.alpha)
         self.exp_power = Positive(cfg.exp_power)
-        self.step = Positive(cfg.step)
         self.eta = Positive(cfg.eta)
         self.length_power = Real(cfg.length_power)
         self.geometry_weight = Real(cfg.geometry_weight)
@@ -176,7 +183,6 @@ class LearnedRicci(LearnableReranker):
         lengths = torch.where(adjacency, torch.exp(self.length_power().to(dtype) * centred), 0.0)
 
         knobs = dict(
-            step=self.step().to(dtype),
             alpha=self.alpha().to(dtype),
             exp_power=self.exp_power().to(dtype),
         )
@@ -184,6 +190,7 @@ class LearnedRicci(LearnableReranker):
             knobs = {k: float(v) for k, v in knobs.items()}  # the fixed solver, as numbers
         options = dict(
             iterations=cfg.iterations,
+            step=cfg.step,
             method=cfg.method,
             epsilon=cfg.epsilon,
             max_iter=cfg.max_iter,
