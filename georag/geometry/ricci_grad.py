@@ -50,6 +50,7 @@ from torch.utils.checkpoint import checkpoint as _checkpoint
 
 from georag.geometry.graphs import shortest_paths
 from georag.geometry.ricci import (
+    _KERNEL_SPAN,
     _NEIGHBOUR_WEIGHT_FLOOR,
     _ZERO_DISTANCE,
     EXACT_MAX_SUPPORT,
@@ -58,10 +59,10 @@ from georag.geometry.ricci import (
     _edge_index,
     _flow_edges,
     _scatter_edges,
-    _sinkhorn_epsilon,
     _warm_start,
     _WarmStart,
 )
+from georag.geometry.transport import max_cost_over_epsilon
 from georag.geometry.transport_grad import exact_transport, shared_cost_transport
 
 __all__ = ["wants_grad", "node_measures", "ollivier_ricci", "ricci_flow"]
@@ -154,6 +155,21 @@ def _measures(lengths, adjacency, alpha, exp_power):
     return (1.0 - alpha) * spread.masked_fill(isolated, 0.0) + keep * eye
 
 
+def _graph_epsilon(lengths, adjacency, dist, epsilon, dtype):
+    """ricci.py's per-graph regularization (differentiable) and kernel centre (no
+    gradient); ricci.py computes it from its precomputed graph structure."""
+    on_edges = lengths.masked_fill(~adjacency, 0.0)
+    count = adjacency.sum((1, 2)).clamp_min(1)
+    mean = on_edges.sum((1, 2)) / count
+    mean = torch.where(mean > 0, mean, 1.0)
+    step = adjacency.to(lengths.dtype)
+    closed = step + torch.eye(lengths.shape[1], dtype=lengths.dtype, device=lengths.device)
+    within_three = torch.bmm(torch.bmm(closed, step), closed) > 0
+    widest = dist.masked_fill(~within_three, 0.0).amax((1, 2))
+    eps = torch.maximum(epsilon * mean, widest / (_KERNEL_SPAN * max_cost_over_epsilon(dtype)))
+    return eps.to(dtype), (widest / 2).detach().to(dtype)
+
+
 def _curvature(
     lengths,
     adjacency,
@@ -195,9 +211,7 @@ def _curvature(
         out = exact_transport(source, target, finite)
         converged = torch.ones_like(valid)
     else:
-        # ricci.py's per-graph rule, differentiated through eps (the centre needs no gradient)
-        eps, center = _sinkhorn_epsilon(lengths, adjacency, dist, epsilon=epsilon, dtype=work)
-        center = center.detach()
+        eps, center = _graph_epsilon(lengths, adjacency, dist, epsilon, work)
         init = None if scaled else _warm_start(_WarmStart(potential), source.detach(), eps.detach())
         start = (2 * center).detach() if scaled else None
         out, u, ok = shared_cost_transport(
