@@ -36,7 +36,14 @@ import sys
 import tempfile
 from pathlib import Path
 
-from georag.eval.bench import bench_parser, busy_neighbours, peer_python, start
+from georag.eval.bench import (
+    bench_parser,
+    busy_neighbours,
+    non_negative_int,
+    peer_python,
+    positive_int,
+    start,
+)
 from georag.resources import DEFAULT_MODEL
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -374,27 +381,33 @@ def print_policy(policy: dict, batch: int) -> None:
 def main() -> None:
     parser = bench_parser(__doc__, repeats=3)
     parser.add_argument(
-        "--queries", type=int, default=48, help="queries timed one at a time (B=1) per method"
+        "--queries",
+        type=positive_int,
+        default=48,
+        help="queries timed one at a time (B=1) per method",
     )
-    parser.add_argument("--batch", type=int, default=256, help="queries per batched call")
+    parser.add_argument("--batch", type=positive_int, default=256, help="queries per batched call")
     parser.add_argument(
         "--neighbours",
-        type=int,
+        type=non_negative_int,
         default=1,
         help="CPU-bound neighbour processes in the busy condition",
     )
     parser.add_argument(
-        "--peer-queries", type=int, default=48, help="queries run through the networkx peers"
+        "--peer-queries",
+        type=positive_int,
+        default=48,
+        help="queries run through the networkx peers",
     )
     parser.add_argument(
         "--ricci-peer-graphs",
-        type=int,
+        type=non_negative_int,
         default=48,
         help="graphs run through GraphRicciCurvature, quiet (0: none)",
     )
     parser.add_argument(
         "--busy-ricci-peer-graphs",
-        type=int,
+        type=non_negative_int,
         default=12,
         help="graphs run through GraphRicciCurvature next to the neighbour",
     )
@@ -408,7 +421,7 @@ def main() -> None:
     )
     parser.add_argument(
         "--policy-batch",
-        type=int,
+        type=positive_int,
         default=64,
         help="queries per batched call in the policy section",
     )

@@ -89,10 +89,23 @@ def busy_neighbours(count: int, *, settle_s: float = 0.5) -> Iterator[list[int]]
                 proc.wait()
 
 
-def _positive(value: str) -> int:
-    number = int(value)
-    if number < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {value}")
+def positive_int(value: str) -> int:
+    """An argparse type: an integer >= 1 (else a one-line usage error naming the option)."""
+    return _int_at_least(value, 1, "a positive integer")
+
+
+def non_negative_int(value: str) -> int:
+    """An argparse type: an integer >= 0."""
+    return _int_at_least(value, 0, "a non-negative integer")
+
+
+def _int_at_least(value: str, low: int, what: str) -> int:
+    try:
+        number = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be {what}, got {value!r}") from None
+    if number < low:
+        raise argparse.ArgumentTypeError(f"must be {what}, got {value}")
     return number
 
 
@@ -150,14 +163,14 @@ def bench_parser(
         )
     parser.add_argument(
         "--threads",
-        type=_positive,
+        type=positive_int,
         default=None,
         help="torch CPU threads (default: $GEORAG_THREADS, $OMP_NUM_THREADS, else the free cores)",
     )
     if repeats is not None:
         parser.add_argument(
             "--repeats",
-            type=_positive,
+            type=positive_int,
             default=repeats,
             help=f"timed repetitions per figure (default {repeats})",
         )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import subprocess
@@ -12,7 +13,14 @@ import pytest
 import torch
 
 from georag.eval import threads
-from georag.eval.bench import bench_parser, busy_neighbours, data_root, start
+from georag.eval.bench import (
+    bench_parser,
+    busy_neighbours,
+    data_root,
+    non_negative_int,
+    positive_int,
+    start,
+)
 from georag.eval.timing import Timing, measure, percentile
 
 
@@ -128,3 +136,18 @@ def test_data_root_is_the_folder_or_a_one_line_error(tmp_path, capsys, monkeypat
     assert not hasattr(parser.parse_args([]), "repeats") and not hasattr(
         parser.parse_args([]), "device"
     )
+
+
+@pytest.mark.parametrize(
+    ("parse", "good", "bad"),
+    [(positive_int, ("1", "48"), ("0", "-3", "x")), (non_negative_int, ("0", "7"), ("-1", "1.5"))],
+)
+def test_count_options_are_one_line_usage_errors(parse, good, bad, capsys):
+    parser = argparse.ArgumentParser(prog="bench")
+    parser.add_argument("--n", type=parse)
+    assert [parser.parse_args(["--n", v]).n for v in good] == [int(v) for v in good]
+    for value in bad:
+        with pytest.raises(SystemExit) as exit_:
+            parser.parse_args(["--n", value])
+        assert exit_.value.code == 2
+        assert "argument --n: must be a" in capsys.readouterr().err
