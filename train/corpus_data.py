@@ -24,7 +24,7 @@ from georag.resources import DEFAULT_MODEL, default_cache_dir
 from georag.retrieval.cache import EmbeddingCache
 from georag.retrieval.candidates import FirstStage, FirstStageConfig
 from georag.retrieval.encoder import TextEncoder
-from train.learned_data import PROTOCOLS, split_rows, write_split
+from train.learned_data import PROTOCOLS, split_queries, write_split
 from train.pools import CUT, _shrink
 
 __all__ = ["QuerySet", "load_query_set", "CorpusQueryData"]
@@ -202,19 +202,10 @@ class CorpusQueryData(L.LightningDataModule):
             max_queries=hp.max_queries,
             max_corpus=hp.max_corpus,
         )
-        rows = split_rows(
-            queries.batch.batch_size,
-            protocol=hp.protocol,
-            val_fraction=hp.val_fraction,
-            seed=hp.seed,
-            folds=hp.folds,
-            fold=hp.fold,
+        self.split, kept, self.train_rows, self.val_rows = split_queries(
+            list(queries.batch.ids), hp
         )
-        self.split = {part: [queries.batch.ids[r] for r in idx] for part, idx in rows.items()}
-        self.queries = queries.subset(rows["train"] + rows["val"])  # the report fold stays out
-        n_train = len(rows["train"])
-        self.train_rows = list(range(n_train))
-        self.val_rows = list(range(n_train, n_train + len(rows["val"])))
+        self.queries = queries.subset(kept)
         if self.trainer is not None and self.trainer.is_global_zero:
             write_split(self.trainer.default_root_dir, hp, self.split)
 

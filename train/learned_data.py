@@ -21,9 +21,10 @@ import lightning as L
 import torch
 from torch.utils.data import DataLoader
 
+from georag._io import atomic_write
 from train.pools import Pool, holdout_split, kfold_split, load_pool, take
 
-__all__ = ["PROTOCOLS", "LearnedPoolData", "split_rows", "write_split"]
+__all__ = ["PROTOCOLS", "LearnedPoolData", "split_queries", "split_rows", "write_split"]
 
 PROTOCOLS = ("holdout", "kfold")
 
@@ -55,14 +56,39 @@ def split_rows(
     return {"train": train, "val": val, "report": report}
 
 
+def split_queries(
+    ids: list[str], hparams
+) -> tuple[dict[str, list[str]], list[int], list[int], list[int]]:
+    """Split query ``ids`` by a data module's protocol (:func:`split_rows` on its hparams).
+
+    Returns
+    -------
+    tuple
+        ``(split, kept, train_rows, val_rows)``: the query ids of each part; the rows of
+        ``ids`` the module keeps (training, then validation; the report fold stays out); and
+        the positions of the training and validation queries among those kept rows.
+    """
+    rows = split_rows(
+        len(ids),
+        protocol=hparams.protocol,
+        val_fraction=hparams.val_fraction,
+        seed=hparams.seed,
+        folds=hparams.folds,
+        fold=hparams.fold,
+    )
+    split = {part: [ids[r] for r in idx] for part, idx in rows.items()}
+    kept = rows["train"] + rows["val"]
+    n_train = len(rows["train"])
+    return split, kept, list(range(n_train)), list(range(n_train, len(kept)))
+
+
 def write_split(folder: str, hparams, split: dict[str, list[str]]) -> None:
     """Write ``split.json`` (the protocol, seed, folds and every query id by part) into
     ``folder``; ``hparams`` are a data module's (dataset, protocol, seed, folds, fold,
     train_split)."""
-    os.makedirs(folder, exist_ok=True)
     keys = ("dataset", "protocol", "seed", "folds", "fold", "train_split")
-    with open(os.path.join(folder, "split.json"), "w") as handle:
-        json.dump({**{k: hparams[k] for k in keys}, **split}, handle, indent=1)
+    record = {**{k: hparams[k] for k in keys}, **split}
+    atomic_write(os.path.join(folder, "split.json"), json.dumps(record, indent=1))
 
 
 class LearnedPoolData(L.LightningDataModule):
@@ -138,19 +164,10 @@ class LearnedPoolData(L.LightningDataModule):
             max_queries=hp.max_queries,
             max_corpus=hp.max_corpus,
         )
-        rows = split_rows(
-            pool.batch.batch_size,
-            protocol=hp.protocol,
-            val_fraction=hp.val_fraction,
-            seed=hp.seed,
-            folds=hp.folds,
-            fold=hp.fold,
+        self.split, kept, self.train_rows, self.val_rows = split_queries(
+            list(pool.batch.query_ids), hp
         )
-        self.split = {part: [pool.batch.query_ids[r] for r in idx] for part, idx in rows.items()}
-        self.pool = pool.subset(rows["train"] + rows["val"])  # the report fold stays out
-        n_train = len(rows["train"])
-        self.train_rows = list(range(n_train))
-        self.val_rows = list(range(n_train, n_train + len(rows["val"])))
+        self.pool = pool.subset(kept)
         if self.trainer is not None and self.trainer.is_global_zero:
             write_split(self.trainer.default_root_dir, hp, self.split)
 
