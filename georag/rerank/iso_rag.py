@@ -301,6 +301,16 @@ def corpus_graph(corpus: Corpus) -> PassageGraph:
     return build_passage_graph(corpus.embeddings, corpus.titles, corpus.texts, cache_dir=cache)
 
 
+def head_radius(corpus: Corpus, head: str | None) -> torch.Tensor | None:
+    """Radius (N,) of each passage under the trained Poincare head saved at ``head``; None
+    without a head (the fixed projection's radius is then used)."""
+    if head is None:
+        return None
+    with torch.no_grad():
+        radius = PoincareHead.load(head).radius(corpus.embeddings.float()).clamp_min(1e-6)
+    return radius.to(corpus.embeddings.dtype)
+
+
 def fixed_radius(embeddings: torch.Tensor) -> torch.Tensor:
     """Hyperbolic radius (c = 1) of the fixed Poincare projection of each embedding, (N,)."""
     import geoopt
@@ -373,12 +383,7 @@ class IsoRag(_CorpusRetriever):
 
     def fit(self, corpus: Corpus) -> IsoRag:
         """Index ``corpus``: its passage graph (cached) and the radius of each passage."""
-        radius = None
-        if self.config.head is not None:
-            with torch.no_grad():
-                head = PoincareHead.load(self.config.head)
-                radius = head.radius(corpus.embeddings.float()).clamp_min(1e-6)
-                radius = radius.to(corpus.embeddings.dtype)
+        radius = head_radius(corpus, self.config.head)
         return self.fit_graph(
             corpus.embeddings, corpus_graph(corpus), radius, doc_ids=corpus.doc_ids
         )

@@ -48,12 +48,12 @@ from georag.batch import Corpus, QueryBatch, RerankResult
 from georag.geometry.cheeger import local_cheeger_ratio, pruning_scores
 from georag.geometry.diffusion import personalized_pagerank
 from georag.models.knobs import EmbeddingMap, Interval, Positive
-from georag.models.poincare import PoincareHead
 from georag.rerank.iso_rag import (
     IsoRag,
     IsoRagConfig,
     corpus_graph,
     fixed_radius,
+    head_radius,
     local_candidate_graph,
 )
 from georag.rerank.learned import LearnableReranker
@@ -161,12 +161,7 @@ class LearnedIso(LearnableReranker):
 
     def fit(self, corpus: Corpus) -> LearnedIso:
         """Index ``corpus``: its passage graph (cached) and the radius of each passage."""
-        radius = None
-        if self.config.head is not None:
-            with torch.no_grad():
-                head = PoincareHead.load(self.config.head)
-                radius = head.radius(corpus.embeddings.float()).clamp_min(1e-6)
-                radius = radius.to(corpus.embeddings.dtype)
+        radius = head_radius(corpus, self.config.head)
         return self.fit_graph(
             corpus.embeddings, corpus_graph(corpus), radius, doc_ids=corpus.doc_ids
         )

@@ -225,3 +225,30 @@ def test_bad_input(corpus):
         IsoRag().fit_graph(emb, graph, radius).search(torch.full((1, D), float("nan")))
     with pytest.raises(ValueError, match="embeddings must have shape"):
         IsoRag().fit_graph(emb[:5], graph, radius)
+
+
+def test_fit_with_a_trained_head_uses_its_radii(corpus, tmp_path):
+    """`head=` (IsoRag and learned_iso): the radii of the saved Poincare head, not the fixed
+    projection's, set the volume proxy; the same search as fit_graph with those radii."""
+    from georag.batch import Corpus
+    from georag.models.poincare import PoincareHead
+    from georag.rerank.iso_rag import corpus_graph, head_radius
+    from georag.rerank.registry import make_reranker
+
+    emb, graph, _, queries = corpus
+    torch.manual_seed(0)
+    head = PoincareHead(in_dim=D, out_dim=4, hidden=8)
+    path = tmp_path / "head.pt"
+    head.save(path)
+    texts = [f"passage {i}" for i in range(N)]
+    corp = Corpus([f"d{j}" for j in range(N)], [f"Title{j}" for j in range(N)], texts, emb)
+    radius = head_radius(corp, str(path))
+    with torch.no_grad():
+        expected = head.radius(emb.float()).clamp_min(1e-6)
+    torch.testing.assert_close(radius, expected.to(emb.dtype), rtol=0, atol=0)
+    assert head_radius(corp, None) is None
+    for name in ("iso", "learned_iso"):
+        fitted = make_reranker(name, {name: {"head": str(path)}}).fit(corp)
+        reference = make_reranker(name).fit_graph(emb, corpus_graph(corp), radius)
+        got, want = fitted.search(queries, top_k=5), reference.search(queries, top_k=5)
+        assert torch.equal(got.indices, want.indices)
