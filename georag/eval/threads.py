@@ -21,6 +21,15 @@ script call it at start; the library itself sets nothing, on import or later):
 - one inter-op thread (georag runs no parallel graph-level work), unless torch already
   ran inter-op work, after which torch refuses the change.
 
+Single queries (B=1) run on one thread: their kernels are too small to split, and
+waking a second thread for each of them costs more than it saves (measured on this
+2-core machine with ``OMP_WAIT_POLICY=PASSIVE``: Ricci-Filtration 28 ms per query on one
+thread against 298 ms on two, diffusion 0.52 against 0.90, Maniscope 0.48 against 1.03;
+batched, two threads are 1.4x to 1.6x faster for diffusion and Maniscope and no faster
+for Ricci). The harness times B=1 inside :func:`torch_threads` (``SERVING_THREADS``) and
+restores the count afterwards; a server that answers one query at a time should run
+with one thread per process.
+
 From Python, call ``apply_thread_policy()`` (or ``torch.set_num_threads(n)``) yourself,
 and export ``OMP_WAIT_POLICY=PASSIVE`` before starting Python.
 """
@@ -31,6 +40,8 @@ import os
 import statistics
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 __all__ = [
@@ -40,10 +51,14 @@ __all__ = [
     "busy_cores",
     "default_threads",
     "apply_thread_policy",
+    "SERVING_THREADS",
+    "torch_threads",
 ]
 
 THREADS_ENV = "GEORAG_THREADS"
 WAIT_POLICY = "PASSIVE"
+#: torch CPU threads for one query at a time (B=1), see the module docstring
+SERVING_THREADS = 1
 
 
 @dataclass(frozen=True)
@@ -175,3 +190,32 @@ def apply_thread_policy(threads: int | None = None) -> ThreadSettings:
         cores=usable_cores(),
         load=os.getloadavg(),
     )
+
+
+@contextmanager
+def torch_threads(threads: int | None) -> Iterator[None]:
+    """Run the block on ``threads`` torch CPU threads, then restore the count.
+
+    Parameters
+    ----------
+    threads : int or None
+        Intra-op threads inside the block; None leaves the count as it is.
+
+    Raises
+    ------
+    ValueError
+        When ``threads`` is not a positive integer.
+    """
+    if threads is None:
+        yield
+        return
+    if threads < 1:
+        raise ValueError(f"threads must be a positive integer, got {threads}")
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)

@@ -16,6 +16,8 @@ from typing import TypeVar
 
 import torch
 
+from georag.eval.threads import SERVING_THREADS, torch_threads
+
 __all__ = ["median_single_ms", "timed", "sync", "Timing", "measure", "percentile"]
 
 T = TypeVar("T")
@@ -37,7 +39,12 @@ def timed(fn: Callable[[], T]) -> tuple[T, float]:
 
 
 def median_single_ms(
-    run_query: Callable[[int], object], num_queries: int, *, samples: int = 50, warmup: int = 2
+    run_query: Callable[[int], object],
+    num_queries: int,
+    *,
+    samples: int = 50,
+    warmup: int = 2,
+    threads: int | None = SERVING_THREADS,
 ) -> float:
     """Median milliseconds of ``run_query(i)`` over up to ``samples`` queries spread evenly.
 
@@ -47,18 +54,24 @@ def median_single_ms(
         Runs the stage on query ``i`` alone (B=1).
     num_queries : int
         Number of queries available.
+    samples, warmup : int
+        Timed queries (at most) and untimed calls before them.
+    threads : int or None
+        torch CPU threads while timing (one, the serving setting, by default; see
+        :mod:`georag.eval.threads`); None: the current count.
     """
     if num_queries <= 0:
         raise ValueError(f"num_queries must be positive, got {num_queries}")
     if samples <= 0:
         raise ValueError(f"samples must be positive, got {samples}")
-    for i in range(min(warmup, num_queries)):
-        run_query(i)
-    step = max(1, num_queries // samples)
-    times = [
-        timed(lambda i=i: run_query(i))[1] * 1e3
-        for i in list(range(0, num_queries, step))[:samples]
-    ]
+    with torch_threads(threads):
+        for i in range(min(warmup, num_queries)):
+            run_query(i)
+        step = max(1, num_queries // samples)
+        times = [
+            timed(lambda i=i: run_query(i))[1] * 1e3
+            for i in list(range(0, num_queries, step))[:samples]
+        ]
     return statistics.median(times)
 
 

@@ -151,3 +151,38 @@ def test_count_options_are_one_line_usage_errors(parse, good, bad, capsys):
             parser.parse_args(["--n", value])
         assert exit_.value.code == 2
         assert "argument --n: must be a" in capsys.readouterr().err
+
+
+def test_torch_threads_sets_the_count_inside_and_restores_it():
+    before = torch.get_num_threads()
+    other = 2 if before == 1 else 1
+    try:
+        with threads.torch_threads(other):
+            assert torch.get_num_threads() == other
+        assert torch.get_num_threads() == before
+        with pytest.raises(RuntimeError, match="boom"), threads.torch_threads(other):
+            raise RuntimeError("boom")
+        assert torch.get_num_threads() == before
+        with threads.torch_threads(None):
+            assert torch.get_num_threads() == before
+        with pytest.raises(ValueError, match="threads must be a positive integer"):
+            with threads.torch_threads(0):
+                pass
+    finally:
+        torch.set_num_threads(before)
+
+
+def test_single_query_latency_is_timed_on_the_serving_threads():
+    from georag.eval.timing import median_single_ms
+
+    before = torch.get_num_threads()
+    seen = []
+    try:
+        torch.set_num_threads(2)
+        median_single_ms(lambda i: seen.append(torch.get_num_threads()), 6, samples=3)
+        assert set(seen) == {threads.SERVING_THREADS} and torch.get_num_threads() == 2
+        seen.clear()
+        median_single_ms(lambda i: seen.append(torch.get_num_threads()), 6, threads=None)
+        assert set(seen) == {2}
+    finally:
+        torch.set_num_threads(before)
