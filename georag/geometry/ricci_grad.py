@@ -59,6 +59,7 @@ from georag.geometry.ricci import (
     _edge_index,
     _flow_edges,
     _scatter_edges,
+    _split_surplus,
     _warm_start,
     _WarmStart,
 )
@@ -192,19 +193,9 @@ def _curvature(
     measures = _measures(lengths, adjacency, alpha, exp_power)
     rows = torch.arange(b, device=lengths.device).unsqueeze(1)
     d_edge = dist[rows, i, j]
-    surplus = measures[rows, i] - measures[rows, j]
-    # (s + |s|) / 2 and (|s| - s) / 2: the same values as clamping, but where the measures
-    # tie (s = 0, common at unit lengths) each side gets half the gradient, so the result
-    # is the mean of the two one-sided derivatives (what a central difference measures)
-    size = surplus.abs()
-    source, target = (size + surplus) / 2, (size - surplus) / 2
-    out_mass, in_mass = source.sum(-1, keepdim=True), target.sum(-1, keepdim=True)
-    moving = torch.minimum(out_mass, in_mass) > 64 * torch.finfo(lengths.dtype).eps
-    moving = moving & valid.unsqueeze(-1)  # padded edges solve a point mass: no NaN to mask
-    point = torch.zeros_like(source[:1, :1])
-    point[..., 0] = 1.0
-    source = torch.where(moving, source / torch.where(moving, out_mass, 1.0), point).to(work)
-    target = torch.where(moving, target / torch.where(moving, in_mass, 1.0), point).to(work)
+    # padded edges solve a point mass: no NaN to mask
+    source, target, mass, moving = _split_surplus(measures[rows, i] - measures[rows, j], valid)
+    source, target = source.to(work), target.to(work)
     cost = dist.to(work)
     if method == "exact":
         finite = torch.where(torch.isfinite(cost), cost, 0.0).unsqueeze(1)
@@ -227,8 +218,7 @@ def _curvature(
         )
         potential = eps.detach().view(-1, 1, 1) * u.clamp_min(torch.finfo(work).tiny).log()
         converged = ok | ~valid
-    mass = (out_mass + in_mass).squeeze(-1) / 2
-    transport = torch.where(moving.squeeze(-1), mass * out.to(lengths.dtype), 0.0)
+    transport = torch.where(moving, mass * out.to(lengths.dtype), 0.0)
     safe = d_edge.clamp_min(_ZERO_DISTANCE)
     kappa = torch.where(d_edge < _ZERO_DISTANCE, torch.zeros_like(d_edge), 1.0 - transport / safe)
     return kappa.masked_fill(~valid, 0.0), converged, potential

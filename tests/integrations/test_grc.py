@@ -17,7 +17,7 @@ import networkx as nx
 import numpy as np
 import pytest
 
-from georag.integrations.grc import OllivierRicci
+from georag.integrations.grc import DEVICE_ACCURACY, OllivierRicci
 
 ROOT = Path(__file__).resolve().parents[2]
 PEER_PYTHON = ROOT / ".venv-peers" / "bin" / "python"
@@ -354,6 +354,22 @@ def test_karate_flow_three_iterations(method, atol):
     got = list(nx.get_edge_attributes(graph, "weight").values())
     np.testing.assert_allclose(got, KARATE_FLOW_3, atol=atol)
     assert math.isclose(graph[0][1]["original_RC"], 0.111111, abs_tol=1e-6)
+
+
+@pytest.mark.parametrize("method", ["OTD", "OTDSinkhornMix"])
+def test_off_the_cpu_the_exact_methods_run_the_batched_interior_point(method, monkeypatch):
+    options = OllivierRicci(karate(), method=method, device="cuda")._options()
+    assert options["method"] == "batched" and options["accuracy"] == DEVICE_ACCURACY
+    assert OllivierRicci(karate(), method=method)._options()["method"] != "batched"
+    # GRC's expectations through that solver (run here on the CPU tensors)
+    orc = OllivierRicci(karate(), method=method, alpha=0.5)
+    monkeypatch.setattr(orc, "_options", lambda: options)
+    got = list(nx.get_edge_attributes(orc.compute_ricci_curvature(), "ricciCurvature").values())
+    np.testing.assert_allclose(got, KARATE_CURVATURE, atol=1e-6)
+    graph = orc.compute_ricci_flow(iterations=3)
+    np.testing.assert_allclose(
+        list(nx.get_edge_attributes(graph, "weight").values()), KARATE_FLOW_3, atol=1e-6
+    )
 
 
 def test_ricci_community_after_the_default_flow():
