@@ -10,6 +10,7 @@ import logging
 import sys
 from pathlib import Path
 
+from georag.eval.bench import positive_int
 from georag.resources import DEFAULT_MODEL
 
 __all__ = ["main"]
@@ -39,19 +40,12 @@ def _assignment(value: str) -> tuple[str, str]:
     return key.strip(), text.strip()
 
 
-def _positive(value: str) -> int:
-    number = int(value)
-    if number <= 0:
-        raise argparse.ArgumentTypeError(f"must be positive, got {value}")
-    return number
-
-
 def _add_eval_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dataset", help="data set name or BEIR folder (e.g. scifact)")
     parser.add_argument("--data-dir", help="where data set names resolve (default: $GEORAG_DATA)")
     parser.add_argument("--split", help="qrels split (default: test)")
     parser.add_argument("--first-stage", choices=["dense", "bm25", "hybrid"])
-    parser.add_argument("--top-m", type=_positive, help="candidates per query (default 100)")
+    parser.add_argument("--top-m", type=positive_int, help="candidates per query (default 100)")
     parser.add_argument(
         "--methods",
         type=_methods,
@@ -60,7 +54,9 @@ def _add_eval_args(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--model", help="embedding model (default all-MiniLM-L6-v2)")
     parser.add_argument("--out", help="output folder for results.json / results.md")
-    parser.add_argument("--max-queries", type=_positive, help="evaluate only the first N queries")
+    parser.add_argument(
+        "--max-queries", type=positive_int, help="evaluate only the first N queries"
+    )
     parser.add_argument(
         "--method-config",
         action="append",
@@ -94,7 +90,7 @@ def _build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-v", "--verbose", action="store_true", help="log progress details")
     parser.add_argument(
         "--threads",
-        type=_positive,
+        type=positive_int,
         help="torch CPU threads (default: $GEORAG_THREADS, $OMP_NUM_THREADS, else the cores "
         "free at start; see docs/performance.md)",
     )
@@ -118,8 +114,8 @@ def _build_parser() -> argparse.ArgumentParser:
         metavar="KEY=V1,V2",
         help="knob values (STAGE.KEY=... for a '+' pipeline), e.g. quantile=0.25,0.5,0.75",
     )
-    sweep.add_argument("--top-m", type=_positive, default=100, help="pool size (default 100)")
-    sweep.add_argument("--max-queries", type=_positive, help="only the first N queries")
+    sweep.add_argument("--top-m", type=positive_int, default=100, help="pool size (default 100)")
+    sweep.add_argument("--max-queries", type=positive_int, help="only the first N queries")
     sweep.add_argument("--out", default="runs/sweep", help="output folder (default runs/sweep)")
     sweep.add_argument("--wandb", action="store_true", help="log the table and plot to W&B")
 
@@ -154,7 +150,7 @@ def _build_parser() -> argparse.ArgumentParser:
     search = sub.add_parser("search", help="query an index built by 'georag index'")
     search.add_argument("--index", required=True, type=Path, help="index folder")
     search.add_argument("query", nargs="+", help="query text")
-    search.add_argument("-k", type=_positive, default=10, help="results to show")
+    search.add_argument("-k", type=positive_int, default=10, help="results to show")
     search.add_argument(
         "--first-stage",
         choices=["dense", "bm25", "hybrid"],

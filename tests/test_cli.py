@@ -11,7 +11,7 @@ from georag.cli import main
     "argv, message",
     [
         ([], "the following arguments are required: command"),
-        (["eval", "--top-m", "0", "--dataset", "x"], "--top-m: must be positive"),
+        (["eval", "--top-m", "0", "--dataset", "x"], "--top-m: must be a positive integer"),
         (["eval", "--first-stage", "sparse"], "invalid choice: 'sparse'"),
         (["eval"], "--dataset is required"),
         (["eval", "--dataset", "/no/such/folder"], "folder '/no/such/folder' does not exist"),
@@ -155,7 +155,7 @@ def test_threads_option_and_environment_errors(capsys, monkeypatch):
     except SystemExit as exit_:
         code = exit_.code
     err = capsys.readouterr().err
-    assert code == 2 and "--threads: must be positive" in err and err.count("\n") == 1
+    assert code == 2 and "--threads: must be a positive integer" in err and err.count("\n") == 1
     monkeypatch.setenv("GEORAG_THREADS", "many")
     assert main(["plot", "scatter", "--results", "/no/such/results.json"]) == 2
     err = capsys.readouterr().err
