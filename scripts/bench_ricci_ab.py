@@ -28,7 +28,7 @@ import numpy as np
 import torch
 from bench_ricci import run_peer, scifact_graphs
 
-from georag.eval.bench import bench_parser, start
+from georag.eval.bench import bench_parser, non_negative_int, positive_int, start
 
 ROOT = Path(__file__).resolve().parents[1]
 CHILD = """
@@ -78,11 +78,16 @@ def run(tree: Path, path: Path, threads: int, one_by_one: bool) -> dict:
 def main() -> None:
     parser = bench_parser(__doc__, repeats=5, device=False)
     parser.add_argument("--base-tree", required=True, type=Path)
-    parser.add_argument("--batch", type=int, default=256)
+    parser.add_argument("--batch", type=positive_int, default=256)
     parser.add_argument(
         "--one-by-one", action="store_true", help="flow each graph alone (B=1 latency)"
     )
-    parser.add_argument("--peer-graphs", type=int, default=64)
+    parser.add_argument(
+        "--peer-graphs",
+        type=non_negative_int,
+        default=64,
+        help="graphs also flowed by GraphRicciCurvature (0: none)",
+    )
     args = parser.parse_args()
     bench = start(
         args,
@@ -131,10 +136,11 @@ def main() -> None:
     same = (keeps["this tree"] == keeps["base tree"])[real].mean()
     print(f"keep decisions equal between the trees: {same:.4f}")
     n_peer = min(args.peer_graphs, args.batch)
-    ref = run_peer(adjacency[:n_peer].numpy(), "flow", 1)
-    kept_ref = (ref["lengths"][:, 0, 1:] <= 1 + 1e-5) & real[:n_peer]
     agree = {}
-    for name, keep in keeps.items():
+    if n_peer:  # --peer-graphs 0: no GraphRicciCurvature run
+        ref = run_peer(adjacency[:n_peer].numpy(), "flow", 1)
+        kept_ref = (ref["lengths"][:, 0, 1:] <= 1 + 1e-5) & real[:n_peer]
+    for name, keep in keeps.items() if n_peer else ():
         agree[name] = ((keep[:n_peer] & real[:n_peer]) == kept_ref)[real[:n_peer]].mean()
         print(
             f"kept set equal to GraphRicciCurvature's ({n_peer} graphs), {name}: {agree[name]:.4f}"
