@@ -83,6 +83,13 @@ def cases(scale: float) -> dict[str, tuple[Callable, tuple, float]]:
             (unit, adjacency),
             1e-3,
         ),
+        "ricci flow batched IPM (B=64, N=21, 1e-9)": (
+            lambda lengths, adj: ricci_flow(
+                lengths, adj, iterations=20, method="batched", accuracy=1e-9
+            ),
+            (r[: max(2, b // 16)].double() * unit[: max(2, b // 16)], adjacency[: max(2, b // 16)]),
+            1e-5,
+        ),
         "all-pairs shortest paths (B=1024, N=21)": (shortest_paths, (r * unit, adjacency), 1e-5),
         "k-NN graph (B=1000, M=100, k=5)": (lambda c: knn_graph(c, 5)[0], (cands,), 1e-5),
         "single-source shortest paths (M=100)": (

@@ -18,6 +18,7 @@ def test_gpu_check_runs_every_kernel():
     for kernel in (
         "sinkhorn",
         "ricci flow",
+        "batched IPM",
         "shortest paths",
         "k-NN graph",
         "dense PPR",
