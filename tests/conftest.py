@@ -1,4 +1,10 @@
-"""Shared fixtures: the real data sets in ../shared/data, skipped cleanly when absent."""
+"""Shared fixtures: the real data sets in ../shared/data, skipped cleanly when absent.
+
+Hypothesis: with ``$CI`` set (``.ci/run`` sets it) the "ci" profile draws the same
+examples on every run (``derandomize``), so a CI result is reproducible; elsewhere each run
+draws new ones, which is how new failing cases are found (pin them with ``@example`` or a
+regression test).
+"""
 
 from __future__ import annotations
 
@@ -6,6 +12,11 @@ import os
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
+
+settings.register_profile("ci", derandomize=True, database=None, print_blob=True)
+if os.environ.get("CI"):
+    settings.load_profile("ci")
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
