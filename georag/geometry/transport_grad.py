@@ -74,9 +74,10 @@ def _linear_adjoint(
     That Schur complement is symmetric positive semi-definite and singular along the
     constant vector (the gauge ``(x + c, y - c)``), and nearly singular where the plan's
     support almost falls apart into blocks; ``y`` is its truncated pseudo-inverse solution
-    (eigenvalues below ``10 sqrt(machine eps)`` of the largest dropped, the machine eps of
-    ``precision``, the dtype the plan was solved in; computed in float64), which
-    takes the gauge with ``y`` orthogonal to the constants. Entries off the supports get 0.
+    (eigenvalues below ``10 sqrt(machine eps)`` times the largest column mass dropped, the
+    machine eps of ``precision``, the dtype the plan was solved in; computed in float64),
+    which takes the gauge with ``y`` orthogonal to the constants. Entries off the supports
+    get 0.
     """
     dtype = plan.dtype
     cutoff = 10 * torch.finfo(precision or dtype).eps ** 0.5
@@ -90,8 +91,13 @@ def _linear_adjoint(
     schur = torch.diag_embed(cols) - plan.transpose(-1, -2) @ scaled
     rhs = (c - (scaled.transpose(-1, -2) @ r.unsqueeze(-1)).squeeze(-1)).masked_fill(~on_b, 0.0)
     values, vectors = torch.linalg.eigh((schur + schur.transpose(-1, -2)) / 2)
-    top = values.amax(-1, keepdim=True).clamp_min(torch.finfo(torch.float64).tiny)
-    inverse = torch.where(values > cutoff * top, 1.0 / values, 0.0)
+    # relative to the largest column mass, the scale of the Schur complement's terms, not
+    # to its largest eigenvalue: where every row of the plan sends all its mass to one
+    # column (each block a star), the complement is 0 up to rounding, and an eigenvalue
+    # of rounding noise kept by a relative cutoff blew the adjoint up to 1e23 (found in
+    # learned_ricci training); there y is a free gauge per block and gets 0
+    scale = cols.amax(-1, keepdim=True).clamp_min(torch.finfo(torch.float64).tiny)
+    inverse = torch.where(values > cutoff * scale, 1.0 / values, 0.0)
     y = (
         (
             vectors

@@ -289,3 +289,28 @@ def test_nearly_decoupled_blocks_stay_finite(value):
         grads.append(torch.autograd.grad(out, (c, m)))
     assert torch.isfinite(grads[0][1]).all()
     assert (grads[0][0] - grads[1][0]).abs().max() < 1e-8
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_linear_adjoint_of_a_plan_of_stars_stays_bounded(seed):
+    """Found in learned_ricci training (cranfield, float32): a plan in two blocks whose rows
+    each send almost all their mass to one column (stars; one block at mass 1e-23). The
+    Schur complement is 0 up to rounding; a cutoff relative to its largest eigenvalue
+    kept a noise eigenvalue and returned potentials of 2e23 (here up to 6e9, seed 19).
+    With y a free gauge per block, x is each row's mean cost to its column: bounded by the
+    costs."""
+    from georag.geometry.transport_grad import _linear_adjoint
+
+    g = torch.Generator().manual_seed(seed)
+    star = torch.tensor([0, 0, 0, 2, 2, 2])
+    cost = torch.rand(6, 4, generator=g, dtype=torch.float64) + 1.0
+    cost[torch.arange(6), star] = 0.1 * torch.rand(6, generator=g, dtype=torch.float64)
+    # scalings as a float32 Sinkhorn leaves them, the first block's at 1e-23
+    u = torch.randn(6, generator=g, dtype=torch.float64).exp().float().double()
+    v = torch.randn(4, generator=g, dtype=torch.float64).exp().float().double()
+    u[:3] *= 1e-23
+    plan = u[:, None] * (-cost / 0.02).exp() * v[None, :]
+    plan = (plan / plan[3:].sum())[None]
+    x, y = _linear_adjoint(plan, cost[None], precision=torch.float32)
+    assert torch.isfinite(x).all() and torch.isfinite(y).all()
+    assert x.abs().max() <= cost.max() and y.abs().max() < 1e-3
