@@ -44,8 +44,11 @@ methods add to the same file.
 from __future__ import annotations
 
 import json
+import multiprocessing
 import os
 import platform
+import time
+from concurrent.futures import ProcessPoolExecutor
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -70,12 +73,13 @@ from train.corpus_data import CorpusQueryData, QuerySet, load_query_set
 from train.learned_data import LearnedPoolData, split_rows
 from train.learned_module import LearnedRerankerModule
 from train.pools import Pool, load_pool
-from train.tune import tune
+from train.tune import failed_trials, tune
 
 BEIR_METRICS = ("ndcg@10", "recall@10", "mrr@10")
 MULTIHOP_METRICS = ("recall@5", "recall@2", "ndcg@10", "mrr@10")
 ORDER = ("scifact", "cranfield", "cisi", "hotpotqa_dev500", "musique_qa100")
 GEOMETRIC = ("learned_diffusion", "learned_maniscope", "learned_ricci")
+ROLES = ("paper", "tuned", "learned", "learned+map", "map")  # the rows besides dense
 SCIFACT = ("train", "test")  # its training and report splits
 CORPUS_TOP_K = 100  # corpus-level retrievers rank this many passages (the pool's depth)
 
@@ -136,6 +140,29 @@ def fit(method: str, options: dict, train: Pool | QuerySet, args, folder: Path):
     return reranker, module.train_seconds, summary
 
 
+def training_subset(num_queries: int, keep: int, seed: int) -> list[int]:
+    """A seeded ``keep`` of ``num_queries`` training rows (in order; all when ``keep`` is 0
+    or not smaller)."""
+    if not keep or keep >= num_queries:
+        return list(range(num_queries))
+    rows = torch.randperm(num_queries, generator=torch.Generator().manual_seed(seed))[:keep]
+    return sorted(rows.tolist())
+
+
+def subset_training(folds: list[tuple], keep: int, seed: int) -> tuple[list[tuple], dict]:
+    """The folds with ``keep`` seeded training queries each (:func:`training_subset`), and
+    ``{label: [queries kept, queries there were]}``."""
+    out, counts = [], {}
+    for train, report, train_q, report_q, label in folds:
+        rows = training_subset(train.batch.batch_size, keep, seed)
+        counts[label] = [len(rows), train.batch.batch_size]
+        if len(rows) < train.batch.batch_size:
+            train = train.subset(rows)
+            train_q = None if train_q is None else train_q.subset(rows)
+        out.append((train, report, train_q, report_q, label))
+    return out, counts
+
+
 def folds_of(dataset: str, args, encoder, corpus: bool) -> list[tuple]:
     """``(training pool, report pool, training queries, report queries, label)`` per fold;
     the query sets (``None`` unless ``corpus``) hold the same queries over the corpus."""
@@ -180,63 +207,153 @@ def folds_of(dataset: str, args, encoder, corpus: bool) -> list[tuple]:
     return out
 
 
-def run_dataset(dataset: str, args, encoder) -> dict:
-    runs: dict[str, dict] = {}
-    seconds: dict[str, float] = {}
-    notes: dict[str, list] = {}
-    qrels: dict[str, dict[str, int]] = {}
-    folds: dict[str, list[str]] = {}
+def row_name(role: str, method: str | None) -> str:
+    """The table row of ``role`` (of ``method``; ``map alone`` has none)."""
+    return "map alone" if role == "map" else f"{make_method(method).fixed_method} {role}"
 
-    def add(name: str, run: dict, spent: float = 0.0, note=None) -> None:
-        runs.setdefault(name, {}).update(run)
-        seconds[name] = seconds.get(name, 0.0) + spent
+
+def role_tasks(args) -> list[tuple[str, str | None]]:
+    """``(role, method)`` of every row to compute besides dense, in table order."""
+    tasks = [(r, m) for m in args.methods for r in ROLES if r != "map" and r in args.roles]
+    return tasks + ([("map", None)] if "map" in args.roles else [])
+
+
+def run_role(role: str, method: str | None, dataset: str, folds: list[tuple], args) -> dict:
+    """One row over every fold: its run, training seconds, notes, and the role's wall and
+    CPU seconds (this process's CPU time: honest when the process is paused or shares a
+    core)."""
+    wall, cpu = time.perf_counter(), time.process_time()
+    run: dict[str, dict] = {}
+    train_s, notes = 0.0, []
+    retriever = method is not None and is_retriever(method)
+    fixed_options = args.method_options.get(method, {})
+    for train, report, train_q, report_q, label in folds:
+        folder = Path(args.work) / dataset / label
+        fit_on = train_q if retriever else train
+
+        def apply(m, pool=report, queries=report_q):
+            if retriever:
+                return retrieve(m.fit(queries.corpus), queries)
+            return rerank(m, pool)
+
+        note = None
+        if role == "paper":
+            part = apply(make_reranker(make_method(method).fixed_method))
+        elif role == "tuned":
+            (best, study), spent = timed(
+                lambda fit_on=fit_on: tune(
+                    method, fit_on, trials=args.trials, seed=args.seed, options=fixed_options
+                )
+            )
+            part = apply(make_reranker(method, {method: {**fixed_options, **best}}))
+            train_s += spent
+            note = {
+                "knobs": best,
+                "train_ndcg": study.best_value,
+                "trials": len(study.trials),
+                "failed_trials": failed_trials(study),
+            }
+        elif role == "map":
+            reranker, spent, note = fit("learned_map", {}, train, args, folder / "map")
+            part, train_s = rerank(reranker, report), train_s + spent
+        else:
+            options = {**fixed_options, **({"embedding_map": True} if role != "learned" else {})}
+            reranker, spent, note = fit(method, options, fit_on, args, folder / f"{method}{role}")
+            part, train_s = apply(reranker), train_s + spent
+        run.update(part)
         if note is not None:
-            notes.setdefault(name, []).append(note)
+            notes.append(note)
+            print(f"  {row_name(role, method)} {label}: {note} {spent:.1f} s", flush=True)
+    return {
+        "run": run,
+        "train_s": train_s,
+        "notes": notes,
+        "wall_s": time.perf_counter() - wall,
+        "cpu_s": time.process_time() - cpu,
+    }
 
+
+_FOLDS: dict[str, list[tuple]] = {}  # the data set being run, inherited by forked workers
+
+
+def _pinned(threads: int) -> None:
+    torch.set_num_threads(threads)
+
+
+def _run_task(task: tuple[str, str | None], args) -> dict:
+    ((dataset, folds),) = _FOLDS.items()
+    return run_role(*task, dataset, folds, args)
+
+
+def run_dataset(dataset: str, args, encoder) -> dict:
+    """Every row of ``dataset`` (dense and the ``--roles`` of each method), the roles in
+    ``--jobs`` processes (forked, one torch thread each) or, with 1, one after another in
+    this process; the rows are the same either way (each role seeds itself)."""
     corpus = any(is_retriever(m) for m in args.methods)
-    for train, report, train_q, report_q, label in folds_of(dataset, args, encoder, corpus):
+    folds, training = subset_training(
+        folds_of(dataset, args, encoder, corpus), args.train_queries, args.seed
+    )
+    runs: dict[str, dict] = {"dense": {}}
+    qrels: dict[str, dict[str, int]] = {}
+    fold_ids: dict[str, list[str]] = {}
+    for train, report, _, _, label in folds:
         print(
             f"{dataset} {label}: {train.batch.batch_size} training queries, "
             f"{report.batch.batch_size} report queries",
             flush=True,
         )
-        qrels.update(report.qrels)
-        folds[label] = list(report.batch.query_ids)
         assert not set(train.batch.query_ids) & set(report.batch.query_ids)
-        folder = Path(args.work) / dataset / label
-        add("dense", rerank(IdentityReranker(), report))
-        for method in args.methods:
-            retriever = is_retriever(method)
-            fit_on = train_q if retriever else train
+        qrels.update(report.qrels)
+        fold_ids[label] = list(report.batch.query_ids)
+        runs["dense"].update(rerank(IdentityReranker(), report))
+    tasks = role_tasks(args)
+    _FOLDS[dataset] = folds
+    try:
+        if args.jobs == 1:
+            done = [_run_task(task, args) for task in tasks]
+        else:
+            heavy_first = sorted(tasks, key=lambda t: t[0] in ("paper", "map"))
+            with ProcessPoolExecutor(
+                max_workers=min(args.jobs, len(tasks)),
+                mp_context=multiprocessing.get_context("fork"),
+                initializer=_pinned,
+                initargs=(1,),
+            ) as pool:
+                futures = {t: pool.submit(_run_task, t, args) for t in heavy_first}
+                done = [futures[t].result() for t in tasks]
+    finally:
+        _FOLDS.clear()
+    rows = {"seconds": {}, "notes": {}, "wall_s": {}, "cpu_s": {}}
+    for task, part in zip(tasks, done, strict=True):
+        name = row_name(*task)
+        runs[name] = part["run"]
+        rows["seconds"][name] = part["train_s"]
+        rows["wall_s"][name], rows["cpu_s"][name] = part["wall_s"], part["cpu_s"]
+        if part["notes"]:
+            rows["notes"][name] = part["notes"]
+    return {"runs": runs, "qrels": qrels, "folds": fold_ids, "training": training, **rows}
 
-            def apply(m, retriever=retriever, pool=report, queries=report_q):
-                if retriever:
-                    return retrieve(m.fit(queries.corpus), queries)
-                return rerank(m, pool)
 
-            short = make_method(method).fixed_method
-            add(f"{short} paper", apply(make_reranker(short)))
-            fixed_options = args.method_options.get(method, {})
-            (best, study), spent = timed(
-                lambda method=method, fit_on=fit_on, fixed_options=fixed_options: tune(
-                    method, fit_on, trials=args.trials, seed=args.seed, options=fixed_options
-                )
-            )
-            add(
-                f"{short} tuned",
-                apply(make_reranker(method, {method: {**fixed_options, **best}})),
-                spent,
-                {"knobs": best, "train_ndcg": study.best_value},
-            )
-            for suffix, options in (("learned", {}), ("learned+map", {"embedding_map": True})):
-                reranker, spent, summary = fit(
-                    method, {**fixed_options, **options}, fit_on, args, folder / f"{method}{suffix}"
-                )
-                add(f"{short} {suffix}", apply(reranker), spent, summary)
-                print(f"  {short} {suffix}: {summary} {spent:.1f} s", flush=True)
-        reranker, spent, summary = fit("learned_map", {}, train, args, folder / "map")
-        add("map alone", rerank(reranker, report), spent, summary)
-    return {"runs": runs, "seconds": seconds, "notes": notes, "qrels": qrels, "folds": folds}
+def _span(counts) -> str:
+    low, high = min(counts := list(counts)), max(counts)
+    return f"{low}" if low == high else f"{low}-{high}"
+
+
+def training_text(training: dict[str, list[int]], notes: dict[str, list]) -> str:
+    """What the rows were trained and tuned on, and how many TPE trials failed."""
+    used = _span(n for n, _ in training.values())
+    total = _span(n for _, n in training.values())
+    text = (
+        f"; trained and tuned on {used} training queries per fold"
+        + (f" (a seeded subset of {total})" if used != total else "")
+        + " (learned rows: a seeded 20% of them for validation)"
+    )
+    for name, folds in notes.items():
+        if folds and "failed_trials" in folds[0]:
+            failed = sum(f["failed_trials"] for f in folds)
+            trials = sum(f["trials"] for f in folds)
+            text += f"; {name}: {failed} of {trials} TPE trials failed"
+    return text
 
 
 def metrics_of(dataset: str) -> tuple[str, ...]:
@@ -258,6 +375,9 @@ def statistics(result: dict, metrics: tuple[str, ...], args) -> list[dict]:
     resampling = {"resamples": args.resamples, "seed": args.seed}
     for name, per in values.items():
         row = {"method": name, "queries": len(queries), "train_s": result["seconds"].get(name, 0.0)}
+        for key in ("wall_s", "cpu_s"):
+            if name in result.get(key, {}):
+                row[key] = result[key][name]
         for metric in metrics:
             row[metric] = float(per[metric].mean())
             row[f"{metric}_ci"] = bootstrap_ci(per[metric], **resampling)
@@ -296,8 +416,11 @@ def markdown(saved: dict) -> str:
         "| method | "
         + " | ".join(f"{names[m]} [95% CI]" for m in metrics)
         + f" | Δ{names[metrics[0]]} vs dense | p (Holm) | Δ vs map alone | p (Holm) "
-        "| training s |\n|" + "---|" * (len(metrics) + 6) + "\n"
+        "| training s |"
     )
+    timed_roles = any("cpu_s" in r for r in rows)
+    head += " role wall s / CPU s |" if timed_roles else ""
+    head += "\n|" + "---|" * (len(metrics) + 6 + timed_roles) + "\n"
     lines = []
     for r in rows:
         cells = [r["method"]]
@@ -314,6 +437,8 @@ def markdown(saved: dict) -> str:
         cells.append(f"{r['delta_map']:+.4f}" if "delta_map" in r else "")
         cells.append(f"{r['p_map_holm']:.4f}" if "p_map_holm" in r else "")
         cells.append(f"{r['train_s']:.1f}" if r["train_s"] else "")
+        if timed_roles:
+            cells.append(f"{r['wall_s']:.0f} / {r['cpu_s']:.0f}" if "cpu_s" in r else "")
         lines.append("| " + " | ".join(cells) + " |")
     return (
         f"### {saved['title']} ({rows[0]['queries']} report queries)\n\n"
@@ -362,6 +487,28 @@ def main(argv: list[str] | None = None) -> None:
         help="a fixed config field of a learnable method in the tuned and learned rows "
         "(repeatable; named in the section's heading)",
     )
+    parser.add_argument(
+        "--roles",
+        nargs="+",
+        choices=ROLES,
+        default=list(ROLES),
+        help="the rows to compute besides dense (map: the map alone; named in the heading "
+        "unless all)",
+    )
+    parser.add_argument(
+        "--train-queries",
+        type=harness.non_negative_int,
+        default=0,
+        help="train and tune on a seeded subset of this many of each fold's training "
+        "queries (0: all; named in the heading)",
+    )
+    parser.add_argument(
+        "--jobs",
+        type=harness.positive_int,
+        default=1,
+        help="run the roles of a data set in this many processes (1 torch thread each); "
+        "the rows are the same as with 1",
+    )
     parser.add_argument("--trials", type=int, default=50)
     parser.add_argument("--epochs", type=int, default=40)
     parser.add_argument("--patience", type=int, default=8)
@@ -397,7 +544,10 @@ def main(argv: list[str] | None = None) -> None:
     work.mkdir(parents=True, exist_ok=True)
     encoder = None if args.render else TextEncoder(DEFAULT_MODEL, show_progress=False)
     given = [f"{n}.{k}={v}" for n, o in sorted(args.method_options.items()) for k, v in o.items()]
-    selection = "+".join(args.methods) + "".join(f"__{g}" for g in given)
+    extra = given + ([f"{args.train_queries} training queries"] if args.train_queries else [])
+    roles = [r for r in ROLES if r in args.roles]
+    extra += [] if roles == list(ROLES) else [f"roles {' '.join(roles)}"]
+    selection = "+".join(args.methods) + "".join("__" + g.replace(" ", "-") for g in extra)
     for dataset in [] if args.render else args.datasets:
         load_start = os.getloadavg()[0]
         result, seconds = timed(lambda dataset=dataset: run_dataset(dataset, args, encoder))
@@ -407,20 +557,23 @@ def main(argv: list[str] | None = None) -> None:
             if dataset == "scifact"
             else f"{args.folds}-fold CV over queries, seed {args.seed} (the report queries of "
             f"each fold: `folds` in `{work / f'{dataset}__{selection}.json'}`)"
-        )
+        ) + training_text(result["training"], result["notes"])
         saved = {
             "title": f"{dataset}: {', '.join(args.methods)}"
-            + (f" [{', '.join(given)}]" if given else ""),
+            + (f" [{', '.join(extra)}]" if extra else ""),
             "metrics": metrics,
             "rows": statistics(result, metrics, args),
             "notes": result["notes"],
             "folds": result["folds"],
+            "training": result["training"],
             "protocol": protocol,
             "command": f"python scripts/quality_learned.py --datasets {dataset} --methods "
             f"{' '.join(args.methods)} "
             + "".join(f"--method-option {g} " for g in given)
+            + (f"--roles {' '.join(roles)} " if roles != list(ROLES) else "")
+            + (f"--train-queries {args.train_queries} " if args.train_queries else "")
             + f"--trials {args.trials} --epochs {args.epochs} "
-            f"--patience {args.patience} --lr {args.lr} --seed {args.seed}",
+            f"--patience {args.patience} --lr {args.lr} --seed {args.seed} --jobs {args.jobs}",
             "date": f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC, {seconds / 60:.1f} min",
             "load": f"{load_start:.1f} -> {os.getloadavg()[0]:.1f}",
         }
@@ -447,7 +600,10 @@ def main(argv: list[str] | None = None) -> None:
         "'vs map alone': the same test of each learned+map row against the map alone (the "
         "geometry's own gain), Holm over those rows\n"
         "- training s: gradient training (learned rows) or the TPE search (tuned rows), summed "
-        "over folds\n"
+        "over folds (wall seconds); role wall s / CPU s (sections that have it): the whole "
+        "row (training or search and reranking, all folds), wall and CPU seconds of its "
+        "process (`--jobs`: roles side by side, one torch thread each); the CPU seconds are "
+        "the honest cost on a shared, sometimes paused machine\n"
         "- corpus-level retrievers (`learned_iso`; `iso paper` = IsoRag at its defaults) rank "
         f"the top {CORPUS_TOP_K} of the whole corpus on the same folds, not the pool; `dense` "
         "and `map alone` stay the pool rows\n"

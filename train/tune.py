@@ -17,7 +17,12 @@ from georag.rerank.registry import is_retriever, make_method
 from train.losses import ndcg_at_k
 from train.pools import Pool
 
-__all__ = ["tune", "pool_ndcg"]
+__all__ = ["tune", "pool_ndcg", "failed_trials", "TRIAL_ERRORS"]
+
+# A trial whose knobs the method rejects (e.g. a flow step that drives a length negative,
+# a power iteration that does not converge) fails alone: optuna records it as FAIL and the
+# search goes on.
+TRIAL_ERRORS = (ValueError, RuntimeError, ArithmeticError)
 
 
 def pool_ndcg(reranker, pool: Pool, *, batch_size: int = 256) -> float:
@@ -63,6 +68,8 @@ def tune(
     best : dict
         The best knob values, as reranker options.
     study : optuna.Study
+        Every trial, failed ones included (:func:`failed_trials` counts them: a trial
+        raising one of ``TRIAL_ERRORS`` or returning NaN fails alone).
     """
     reranker = make_method(method)
     space = getattr(reranker, "search_space", None)
@@ -88,5 +95,12 @@ def tune(
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     study = optuna.create_study(direction="maximize", sampler=optuna.samplers.TPESampler(seed=seed))
     study.enqueue_trial(defaults)
-    study.optimize(objective, n_trials=trials)
+    study.optimize(objective, n_trials=trials, catch=TRIAL_ERRORS)
+    if failed_trials(study) == len(study.trials):
+        raise ValueError(f"trials: all {trials} trials of {method!r} failed")
     return dict(study.best_params), study
+
+
+def failed_trials(study: optuna.Study) -> int:
+    """How many trials of ``study`` failed (raised or returned NaN)."""
+    return sum(t.state == optuna.trial.TrialState.FAIL for t in study.trials)

@@ -182,3 +182,27 @@ def test_tuning_starts_at_the_paper_defaults_and_never_ends_below(method):
     assert pool_ndcg(tuned, pool) == pytest.approx(study.best_value)
     with pytest.raises(ValueError, match="not a learnable reranker"):
         tune("diffusion", pool)
+
+
+def test_a_failed_trial_is_counted_and_the_search_goes_on(monkeypatch):
+    import train.tune as tuning
+
+    pool = labelled_pool(5, b=8, m=20)
+    calls = []
+    real = tuning.pool_ndcg
+
+    def sometimes_fails(reranker, pool):
+        calls.append(1)
+        if len(calls) in (2, 4):
+            raise ValueError("lengths must be finite and non-negative on every edge")
+        if len(calls) == 5:
+            return float("nan")
+        return real(reranker, pool)
+
+    monkeypatch.setattr(tuning, "pool_ndcg", sometimes_fails)
+    best, study = tuning.tune("learned_diffusion", pool, trials=6, options={"dim": 8})
+    assert len(study.trials) == 6 and tuning.failed_trials(study) == 3
+    assert set(best) == set(study.trials[0].params)
+    monkeypatch.setattr(tuning, "pool_ndcg", lambda reranker, pool: float("nan"))
+    with pytest.raises(ValueError, match="trials: all 3 trials"):
+        tuning.tune("learned_diffusion", pool, trials=3, options={"dim": 8})
