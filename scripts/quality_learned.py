@@ -469,7 +469,8 @@ def merge_sections(old: str, new: dict[str, str]) -> list[str]:
     return [sections[k] for k in sorted(sections, key=dataset_order)]
 
 
-def main(argv: list[str] | None = None) -> None:
+def parse_args(argv: list[str] | None = None):
+    """The command line, with ``method_options`` (``{method: {key: value}}``) parsed."""
     parser = harness.bench_parser(__doc__, repeats=None, out="--json", device=False)
     parser.set_defaults(threads=1)
     parser.add_argument("--datasets", nargs="+", default=["scifact", "cranfield", "cisi"])
@@ -537,17 +538,39 @@ def main(argv: list[str] | None = None) -> None:
         except ValueError as error:
             parser.error(f"--method-option: {error}")
         args.method_options.setdefault(name, {})[key] = parsed
+    return args
+
+
+def selection_of(args) -> tuple[str, str, str]:
+    """``(heading suffix, work file stem suffix, command options)`` that tell this run's
+    sections from others of the same data set: the fixed method options, the training
+    subset and the roles when not all."""
+    given = [f"{n}.{k}={v}" for n, o in sorted(args.method_options.items()) for k, v in o.items()]
+    extra = given + ([f"{args.train_queries} training queries"] if args.train_queries else [])
+    roles = [r for r in ROLES if r in args.roles]
+    extra += [] if roles == list(ROLES) else [f"roles {' '.join(roles)}"]
+    heading = f": {', '.join(args.methods)}" + (f" [{', '.join(extra)}]" if extra else "")
+    stem = "+".join(args.methods) + "".join("__" + g.replace(" ", "-") for g in extra)
+    command = (
+        f"--methods {' '.join(args.methods)} "
+        + "".join(f"--method-option {g} " for g in given)
+        + (f"--roles {' '.join(roles)} " if roles != list(ROLES) else "")
+        + (f"--train-queries {args.train_queries} " if args.train_queries else "")
+        + f"--trials {args.trials} --epochs {args.epochs} --patience {args.patience} "
+        f"--lr {args.lr} --seed {args.seed} --jobs {args.jobs}"
+    )
+    return heading, stem, command
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
     bench = harness.start(
         args, config={"datasets": args.datasets, "methods": args.methods}, device="cpu"
     )
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
     encoder = None if args.render else TextEncoder(DEFAULT_MODEL, show_progress=False)
-    given = [f"{n}.{k}={v}" for n, o in sorted(args.method_options.items()) for k, v in o.items()]
-    extra = given + ([f"{args.train_queries} training queries"] if args.train_queries else [])
-    roles = [r for r in ROLES if r in args.roles]
-    extra += [] if roles == list(ROLES) else [f"roles {' '.join(roles)}"]
-    selection = "+".join(args.methods) + "".join("__" + g.replace(" ", "-") for g in extra)
+    heading, selection, options = selection_of(args)
     for dataset in [] if args.render else args.datasets:
         load_start = os.getloadavg()[0]
         result, seconds = timed(lambda dataset=dataset: run_dataset(dataset, args, encoder))
@@ -559,21 +582,14 @@ def main(argv: list[str] | None = None) -> None:
             f"each fold: `folds` in `{work / f'{dataset}__{selection}.json'}`)"
         ) + training_text(result["training"], result["notes"])
         saved = {
-            "title": f"{dataset}: {', '.join(args.methods)}"
-            + (f" [{', '.join(extra)}]" if extra else ""),
+            "title": dataset + heading,
             "metrics": metrics,
             "rows": statistics(result, metrics, args),
             "notes": result["notes"],
             "folds": result["folds"],
             "training": result["training"],
             "protocol": protocol,
-            "command": f"python scripts/quality_learned.py --datasets {dataset} --methods "
-            f"{' '.join(args.methods)} "
-            + "".join(f"--method-option {g} " for g in given)
-            + (f"--roles {' '.join(roles)} " if roles != list(ROLES) else "")
-            + (f"--train-queries {args.train_queries} " if args.train_queries else "")
-            + f"--trials {args.trials} --epochs {args.epochs} "
-            f"--patience {args.patience} --lr {args.lr} --seed {args.seed} --jobs {args.jobs}",
+            "command": f"python scripts/quality_learned.py --datasets {dataset} {options}",
             "date": f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC, {seconds / 60:.1f} min",
             "load": f"{load_start:.1f} -> {os.getloadavg()[0]:.1f}",
         }
