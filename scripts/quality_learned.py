@@ -32,6 +32,15 @@ Usage::
 
     GEORAG_DATA=../shared/data python scripts/quality_learned.py \\
         --datasets scifact cranfield cisi --out docs/learned_results.md
+    python scripts/quality_learned.py --datasets cisi --methods learned_ricci --jobs 3
+
+Rows and cost: ``--roles`` computes some of the rows (always with dense), ``--jobs J``
+runs the roles of a data set in J forked processes with one torch thread each (the rows
+are those of one process: every role seeds itself), and ``--train-queries K`` trains and
+tunes every row on a seeded K of each fold's training queries (the heading and the
+protocol line say so). Each row reports the wall and CPU seconds of its role; the CPU
+seconds are the cost figure on a shared machine. A TPE trial that raises fails alone; the
+section counts the failed trials.
 
 Multi-hop sets (``hotpotqa_dev500``, ``musique_qa100``: supporting paragraphs as relevance
 labels, 5-fold CV) report Recall@5 and Recall@2 first. A run makes one section per data
