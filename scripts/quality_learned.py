@@ -348,14 +348,17 @@ def _span(counts) -> str:
     return f"{low}" if low == high else f"{low}-{high}"
 
 
-def training_text(training: dict[str, list[int]], notes: dict[str, list]) -> str:
+def training_text(
+    training: dict[str, list[int]], notes: dict[str, list], val_fraction: float
+) -> str:
     """What the rows were trained and tuned on, and how many TPE trials failed."""
     used = _span(n for n, _ in training.values())
     total = _span(n for _, n in training.values())
+    what = f"a seeded {used} of the {total}" if used != total else f"all {used}"
     text = (
-        f"; trained and tuned on {used} training queries per fold"
-        + (f" (a seeded subset of {total})" if used != total else "")
-        + " (learned rows: a seeded 20% of them for validation)"
+        f"; trained and tuned on {what} training queries"
+        + (" of each fold" if len(training) > 1 else "")
+        + f" (learned rows: a seeded {val_fraction:.0%} of them for validation)"
     )
     for name, folds in notes.items():
         if folds and "failed_trials" in folds[0]:
@@ -589,7 +592,7 @@ def main(argv: list[str] | None = None) -> None:
             if dataset == "scifact"
             else f"{args.folds}-fold CV over queries, seed {args.seed} (the report queries of "
             f"each fold: `folds` in `{work / f'{dataset}__{selection}.json'}`)"
-        ) + training_text(result["training"], result["notes"])
+        ) + training_text(result["training"], result["notes"], args.val_fraction)
         saved = {
             "title": dataset + heading,
             "metrics": metrics,

@@ -100,8 +100,8 @@ def test_train_queries_is_a_seeded_subset_named_in_the_section(q, tmp_path, monk
     args = _args(q, tmp_path, "--train-queries", "4", "--roles", "paper", "learned")
     result = q.run_dataset("tiny", args, None)
     assert result["training"] == {"fold0": [4, 5], "fold1": [4, 5]}
-    text = q.training_text(result["training"], result["notes"])
-    assert "on 4 training queries per fold (a seeded subset of 5)" in text
+    text = q.training_text(result["training"], result["notes"], 0.2)
+    assert "trained and tuned on a seeded 4 of the 5 training queries of each fold (" in text
     heading, stem, command = q.selection_of(args)
     assert heading == ": learned_ricci [4 training queries, roles paper learned]"
     assert "--train-queries 4 " in command and stem.endswith(
@@ -120,6 +120,8 @@ def test_failed_trials_are_reported(q):
     notes = {
         "ricci tuned": [{"trials": 50, "failed_trials": 2}, {"trials": 50, "failed_trials": 0}]
     }
-    text = q.training_text({"fold0": [60, 60], "fold1": [61, 61]}, notes)
-    assert "on 60-61 training queries per fold (learned rows" in text
+    text = q.training_text({"fold0": [60, 60], "fold1": [61, 61]}, notes, 0.2)
+    assert "on all 60-61 training queries of each fold (learned rows: a seeded 20% of" in text
+    holdout = q.training_text({"holdout": [320, 809]}, {}, 0.2)
+    assert holdout.startswith("; trained and tuned on a seeded 320 of the 809 training queries (")
     assert "ricci tuned: 2 of 100 TPE trials failed" in text
