@@ -82,7 +82,7 @@ from train.corpus_data import CorpusQueryData, QuerySet, load_query_set
 from train.learned_data import LearnedPoolData, split_rows
 from train.learned_module import LearnedRerankerModule
 from train.pools import Pool, load_pool
-from train.tune import failed_trials, tune
+from train.tune import TRIAL_ERRORS, failed_trials, tune
 
 BEIR_METRICS = ("ndcg@10", "recall@10", "mrr@10")
 MULTIHOP_METRICS = ("recall@5", "recall@2", "ndcg@10", "mrr@10")
@@ -138,7 +138,15 @@ def fit(method: str, options: dict, train: Pool | QuerySet, args, folder: Path):
         num_sanity_val_steps=0,
         callbacks=[EarlyStopping(monitor="val/ndcg@10", mode="max", patience=args.patience)],
     )
-    trainer.fit(module, datamodule=data)
+    started, error = time.perf_counter(), None
+    try:
+        trainer.fit(module, datamodule=data)
+    except TRIAL_ERRORS as failure:  # stops training like early stopping, and is reported
+        if module._best is None:  # not even the starting knobs were validated
+            raise
+        error = f"epoch {trainer.current_epoch}: {type(failure).__name__}: {failure}"
+        print(f"  training stopped by an error at {error}", flush=True)
+        module.reranker.load_state_dict(module._best[1])  # the best validated weights
     reranker = module.reranker.eval()
     summary = {
         "val_init": module.initial_ndcg,
@@ -146,7 +154,10 @@ def fit(method: str, options: dict, train: Pool | QuerySet, args, folder: Path):
         "epochs": trainer.current_epoch,
         "knobs": reranker.knobs(),
     }
-    return reranker, module.train_seconds, summary
+    if error is not None:
+        summary["error"] = error
+    spent = module.train_seconds if error is None else time.perf_counter() - started
+    return reranker, spent, summary
 
 
 def training_subset(num_queries: int, keep: int, seed: int) -> list[int]:
@@ -352,6 +363,7 @@ def training_text(
     training: dict[str, list[int]], notes: dict[str, list], val_fraction: float
 ) -> str:
     """What the rows were trained and tuned on, and how many TPE trials failed."""
+    labels = list(training)
     used = _span(n for n, _ in training.values())
     total = _span(n for _, n in training.values())
     what = f"a seeded {used} of the {total}" if used != total else f"all {used}"
@@ -361,6 +373,12 @@ def training_text(
         + f" (learned rows: a seeded {val_fraction:.0%} of them for validation)"
     )
     for name, folds in notes.items():
+        stopped = [f"{label} at {f['error']}" for label, f in zip(labels, folds) if "error" in f]
+        if stopped:
+            text += (
+                f"; {name}: training stopped by an error in {len(stopped)} of {len(folds)} "
+                f"folds ({'; '.join(stopped)}), the best validated weights before it are used"
+            )
         if folds and "failed_trials" in folds[0]:
             failed = sum(f["failed_trials"] for f in folds)
             trials = sum(f["trials"] for f in folds)

@@ -125,3 +125,33 @@ def test_failed_trials_are_reported(q):
     holdout = q.training_text({"holdout": [320, 809]}, {}, 0.2)
     assert holdout.startswith("; trained and tuned on a seeded 320 of the 809 training queries (")
     assert "ricci tuned: 2 of 100 TPE trials failed" in text
+
+
+def test_a_training_error_stops_that_fold_with_its_best_validated_weights(q, tmp_path, monkeypatch):
+    from georag.rerank.registry import make_method
+    from train.learned_module import LearnedRerankerModule
+
+    def diverges(self, batch, batch_idx):
+        raise ValueError("lengths must be finite and non-negative on every edge")
+
+    monkeypatch.setattr(LearnedRerankerModule, "training_step", diverges)
+    args = _args(q, tmp_path)
+    train = synthetic_folds("tiny", args, None, False)[0][0]
+    reranker, spent, summary = q.fit("learned_ricci", {}, train, args, tmp_path / "fit")
+    assert summary["error"] == (
+        "epoch 0: ValueError: lengths must be finite and non-negative on every edge"
+    )
+    # it failed before the first step: the best validated weights are the starting ones
+    assert reranker.knobs() == make_method("learned_ricci").knobs() and spent > 0
+    assert summary["val_best"] == summary["val_init"] and not reranker.training
+    text = q.training_text(
+        {"fold0": [5, 5], "fold1": [5, 5]}, {"ricci learned": [{}, summary]}, 0.2
+    )
+    assert "ricci learned: training stopped by an error in 1 of 2 folds (fold1 at epoch 0: " in text
+
+    def broken_start(self):
+        raise RuntimeError("no validation")
+
+    monkeypatch.setattr(LearnedRerankerModule, "on_train_start", broken_start)
+    with pytest.raises(RuntimeError, match="no validation"):
+        q.fit("learned_ricci", {}, train, args, tmp_path / "again")
