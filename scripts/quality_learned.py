@@ -470,8 +470,9 @@ def markdown(saved: dict) -> str:
         if timed_roles:
             cells.append(f"{r['wall_s']:.0f} / {r['cpu_s']:.0f}" if "cpu_s" in r else "")
         lines.append("| " + " | ".join(cells) + " |")
+    note = f"{saved['note']}\n\n" if saved.get("note") else ""
     return (
-        f"### {saved['title']} ({rows[0]['queries']} report queries)\n\n"
+        f"### {saved['title']} ({rows[0]['queries']} report queries)\n\n{note}"
         "Learned rows: validation NDCG@10 on held-out training queries at the start "
         "(paper defaults) → at the exported epoch, mean over folds.\n\n"
         f"`{saved['command']}`; {saved['date']}, load average {saved['load']}; "
@@ -539,6 +540,11 @@ def parse_args(argv: list[str] | None = None):
         default=1,
         help="run the roles of a data set in this many processes (1 torch thread each); "
         "the rows are the same as with 1",
+    )
+    parser.add_argument(
+        "--note",
+        default="",
+        help="a paragraph under the section's heading (e.g. how the run was sized, and why)",
     )
     parser.add_argument("--trials", type=int, default=50)
     parser.add_argument("--epochs", type=int, default=40)
@@ -620,6 +626,7 @@ def main(argv: list[str] | None = None) -> None:
             "training": result["training"],
             "protocol": protocol,
             "command": f"python scripts/quality_learned.py --datasets {dataset} {options}",
+            "note": args.note,
             "date": f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC, {seconds / 60:.1f} min",
             "load": f"{load_start:.1f} -> {os.getloadavg()[0]:.1f}",
         }

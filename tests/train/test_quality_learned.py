@@ -86,6 +86,23 @@ def test_roles_choose_the_rows(q, tmp_path, monkeypatch):
     assert heading == ": learned_ricci [roles paper map]"
     assert stem == "learned_ricci__roles-paper-map"
     assert "--roles paper map " in command and "--train-queries" not in command
+    saved = {
+        "title": "tiny" + heading,
+        "metrics": q.metrics_of("tiny"),
+        "rows": q.statistics(result, q.metrics_of("tiny"), args),
+        "notes": result["notes"],
+        "note": "Sized for a loaded machine.",
+        "command": command,
+        "date": "today",
+        "load": "1.0",
+        "protocol": "2 folds",
+    }
+    text = q.markdown(saved)
+    assert text.startswith("### tiny: learned_ricci [roles paper map] (10 report queries)\n\n")
+    assert "(10 report queries)\n\nSized for a loaded machine.\n\n" in text
+    assert "| training s | role wall s / CPU s |" in text
+    cpu = result["cpu_s"]["map alone"]
+    assert f"| {result['wall_s']['map alone']:.0f} / {cpu:.0f} |" in text.splitlines()[-1]
     with pytest.raises(SystemExit):
         q.parse_args(["--roles", "learned", "geometry"])
 
