@@ -50,19 +50,7 @@ def main() -> None:
     for g in adjacency:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            flow = ricci_flow(
-                g[None].float(),
-                g[None],
-                iterations=cfg.iterations,
-                step=cfg.step,
-                alpha=cfg.alpha,
-                exp_power=cfg.exp_power,
-                method=cfg.method,
-                epsilon=cfg.epsilon,
-                max_iter=cfg.max_iter,
-                tol=cfg.tol,
-                accuracy=None,
-            )
+            flow = ricci_flow(g[None].float(), g[None], **cfg.flow_options())
         lengths = flow.lengths[0, 0, 1:]
         bits = "".join("1" if x else "0" for x in g[upper].tolist())
         graphs.append(

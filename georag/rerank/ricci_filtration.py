@@ -88,6 +88,22 @@ class RicciFiltrationConfig:
         if self.method not in CURVATURE_METHODS:
             raise ValueError(f"method must be one of {CURVATURE_METHODS}, got {self.method!r}")
 
+    def flow_options(self) -> dict:
+        """The keyword arguments of :func:`~georag.geometry.ricci.ricci_flow` that run the
+        filter's flow: the flow and Sinkhorn fields, uncertified (``accuracy=None``, the
+        speed setting)."""
+        return dict(
+            iterations=self.iterations,
+            step=self.step,
+            alpha=self.alpha,
+            exp_power=self.exp_power,
+            method=self.method,
+            epsilon=self.epsilon,
+            max_iter=self.max_iter,
+            tol=self.tol,
+            accuracy=None,
+        )
+
 
 @dataclass(frozen=True)
 class RicciFiltrationOutput:
@@ -188,16 +204,8 @@ class RicciFiltration:
             flow = ricci_flow(
                 adjacency.to(batch.cands.dtype),
                 adjacency,
-                iterations=cfg.iterations,
-                step=cfg.step,
-                alpha=cfg.alpha,
-                exp_power=cfg.exp_power,
-                method=cfg.method,
-                epsilon=cfg.epsilon,
-                max_iter=cfg.max_iter,
-                tol=cfg.tol,
-                accuracy=None,
                 history=history,
+                **cfg.flow_options(),
             )
 
         query_edges = flow.lengths[:, 0, 1:]

@@ -117,17 +117,7 @@ def test_kept_sets_on_scifact_graphs_match_the_stored_behaviour():
     # here they are equal; the bounds leave room for another CPU's float32 rounding
     adjacency, keep, stored = scifact_fixture()
     cfg = RicciFiltrationConfig()
-    options = dict(
-        iterations=cfg.iterations,
-        step=cfg.step,
-        alpha=cfg.alpha,
-        exp_power=cfg.exp_power,
-        method=cfg.method,
-        epsilon=cfg.epsilon,
-        max_iter=cfg.max_iter,
-        tol=cfg.tol,
-        accuracy=None,
-    )
+    options = cfg.flow_options()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         alone = torch.cat(
