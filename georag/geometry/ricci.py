@@ -33,8 +33,10 @@ import math
 import warnings
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
+from georag.geometry import ricci_compiled
 from georag.geometry.graphs import shortest_paths
 from georag.geometry.transport import (
     _shared_cost_sinkhorn,
@@ -53,11 +55,13 @@ __all__ = [
     "ricci_flow",
     "largest_component",
     "CURVATURE_METHODS",
+    "FLOW_BACKENDS",
     "SINKHORN_ACCURACY",
     "EXACT_MAX_SUPPORT",
 ]
 
 CURVATURE_METHODS = ("auto", "exact", "sinkhorn", "batched", "average")
+FLOW_BACKENDS = ("auto", "tensor", "compiled")
 #: ``method="auto"`` solves every edge exactly (network simplex) when both closed
 #: neighbourhoods have at most this many nodes, and by Sinkhorn otherwise (the rule of
 #: GraphRicciCurvature's "OTDSinkhornMix", with its threshold). On a CPU the exact solve
@@ -65,24 +69,22 @@ CURVATURE_METHODS = ("auto", "exact", "sinkhorn", "batched", "average")
 #: solver").
 EXACT_MAX_SUPPORT = 2000
 
-#: Certified Sinkhorn within 1e-6 of the exact curvature on every edge
+#: Certified Sinkhorn within 1e-8 of the exact curvature on every edge
 #: (``ollivier_ricci(lengths, adjacency, **SINKHORN_ACCURACY)``, also for
 #: :func:`ricci_flow`): a smaller regularization and more iterations than the defaults.
 #: The flow amplifies each step's curvature error, mostly a few hundred times over 40
-#: steps (docs/methods/ricci_filtration.md, "Accuracy through the whole flow"): 1e-6 per
-#: step kept the 24 graphs of that table within 1e-3 of the exact flow (1e-5 reached
-#: 3.9e-3, 5e-4 0.16), but not one of 24 held-out graphs (3.4e-2), whose edges shrink to
-#: 1e-7 of the mean, where the flow amplifies an error of 1e-6 thousands of times; the
-#: exact path and ``method="batched"`` at 1e-9 follow both sets. Entropic transport at
-#: this epsilon certifies few edges to 1e-6; the others are solved exactly, so on a CPU
-#: this setting is slower than
+#: steps, and up to ten thousand times where edges shrink to 1e-7 of the mean
+#: (docs/methods/ricci_filtration.md, "Accuracy through the whole flow"): 1e-6 per step
+#: reached 3.4e-2 on one held-out graph, 1e-7 followed it to 1.4e-9; 1e-8 leaves a
+#: tenfold margin. Entropic transport at this epsilon certifies few edges that tightly;
+#: the others are solved exactly, so on a CPU this setting is slower than
 #: ``method="exact"``; off the CPU, ``method="batched"`` is the exact-grade batched solver.
 SINKHORN_ACCURACY = {
     "method": "sinkhorn",
     "epsilon": 0.01,
     "max_iter": 3000,
     "tol": 1e-7,
-    "accuracy": 1e-6,
+    "accuracy": 1e-8,
 }
 _NEIGHBOUR_WEIGHT_FLOOR = 1e-7  # GraphRicciCurvature's EPSILON
 _ZERO_DISTANCE = 1e-7
@@ -884,6 +886,95 @@ class RicciFlowResult:
     history_curvature: torch.Tensor | None = None
 
 
+def _warn_missed(
+    steps_missed: int, graphs_missed: int, b: int, tol: float, max_iter: int, depth: int
+) -> None:
+    """Warn (once per call) that ``steps_missed`` solves missed ``tol``; ``depth``: calls
+    between the user's and this one."""
+    if steps_missed:
+        warnings.warn(
+            f"ricci_flow: {steps_missed} (graph, step) curvature solves missed the Sinkhorn "
+            f"tolerance tol={tol} within max_iter={max_iter} (converged=False on "
+            f"{graphs_missed} of {b} graphs); pass accuracy= for certified curvature",
+            RicciConvergenceWarning,
+            stacklevel=depth + 1,
+        )
+
+
+def _compiled_flow(
+    lengths: torch.Tensor,
+    adjacency: torch.Tensor,
+    *,
+    iterations: int,
+    step: float,
+    normalize: bool,
+    delta: float,
+    restrict: bool,
+    history: bool,
+    alpha: float,
+    exp_power: float,
+    base: float,
+    epsilon: float,
+    max_iter: int,
+    tol: float,
+    transport_dtype: torch.dtype | None,
+) -> RicciFlowResult | None:
+    """:func:`ricci_flow`'s uncertified Sinkhorn flow by
+    :func:`~georag.geometry.ricci_compiled.flow_batch`; None when a transport was not
+    finite (the caller then runs the tensor path, which re-solves those edges exactly).
+    The kernel's exponent range is that of the dtype the tensor path would iterate in."""
+    b, n, _ = lengths.shape
+    work = transport_dtype or lengths.dtype
+    limit = _KERNEL_SPAN * max_cost_over_epsilon(work)
+    floor = math.exp(-1.5 * max_cost_over_epsilon(work))
+    params = np.array(
+        [alpha, exp_power, math.log(base), epsilon, tol, limit, floor, max_iter], np.float64
+    )
+    steps = iterations + 1 if history else 0
+    out_lengths, out_kappa = np.zeros((b, n, n)), np.zeros((b, n, n))
+    out_adjacency = np.zeros((b, n, n), dtype=bool)
+    trail_w, trail_k = np.zeros((steps, b, n, n)), np.zeros((steps, b, n, n))
+    ran, missed = np.zeros(b, np.int64), np.zeros(b, np.int64)
+    converged, finite = np.zeros(b, dtype=bool), np.zeros(b, dtype=bool)
+    ricci_compiled.flow_batch(
+        lengths.detach().double().numpy(),
+        adjacency.numpy(),
+        iterations,
+        step,
+        normalize,
+        delta,
+        restrict,
+        params,
+        out_lengths,
+        out_kappa,
+        out_adjacency,
+        trail_w,
+        trail_k,
+        ran,
+        converged,
+        missed,
+        finite,
+    )
+    if not finite.all():
+        return None
+    _warn_missed(int(missed.sum()), int((~converged).sum()), b, tol, max_iter, depth=3)
+    last = int(ran.max()) + 1 if b else 1
+
+    def tensor(values: np.ndarray) -> torch.Tensor:
+        return torch.from_numpy(values).to(lengths.dtype)
+
+    return RicciFlowResult(
+        lengths=tensor(out_lengths),
+        curvature=tensor(out_kappa),
+        adjacency=torch.from_numpy(out_adjacency),
+        iterations=torch.from_numpy(ran),
+        converged=torch.from_numpy(converged),
+        exact_solves=torch.zeros(b, dtype=torch.long),
+        history_lengths=tensor(trail_w[:last]) if history else None,
+        history_curvature=tensor(trail_k[:last]) if history else None,
+    )
+
+
 def ricci_flow(
     lengths: torch.Tensor,
     adjacency: torch.Tensor,
@@ -904,6 +995,7 @@ def ricci_flow(
     base: float = math.e,
     nbr_topk: int | None = None,
     restrict: bool = True,
+    backend: str = "auto",
 ) -> RicciFlowResult:
     """Normalized discrete Ricci flow on B graphs at once.
 
@@ -938,6 +1030,12 @@ def ricci_flow(
         (:class:`RicciConvergenceWarning`) when a step missed ``tol``.
     history : bool
         Also return every intermediate length and curvature matrix.
+    backend : {"auto", "tensor", "compiled"}
+        ``"compiled"``: the uncertified Sinkhorn flow (``method="sinkhorn",
+        accuracy=None``, ``nbr_topk=None``, CPU tensors, no gradient) as one compiled
+        loop over the graphs (:mod:`georag.geometry.ricci_compiled`, numba), several
+        times faster on small graphs and iterating in float64; ``"tensor"``: batched
+        tensor ops on any device; ``"auto"``: compiled where it applies.
 
     Returns
     -------
@@ -977,6 +1075,29 @@ def ricci_flow(
     if iterations < 0:
         raise ValueError(f"iterations must be >= 0, got {iterations}")
     _check_accuracy(accuracy, method)
+    if backend not in FLOW_BACKENDS:
+        raise ValueError(f"backend must be one of {FLOW_BACKENDS}, got {backend!r}")
+    compiled = (
+        ricci_compiled.AVAILABLE
+        and method == "sinkhorn"
+        and accuracy is None
+        and nbr_topk is None
+        and lengths.device.type == "cpu"
+    )
+    if backend == "compiled" and not compiled:
+        raise ValueError(
+            "backend='compiled' runs method='sinkhorn', accuracy=None, nbr_topk=None on CPU "
+            "tensors (numba installed)"
+        )
+    if compiled and backend != "tensor":
+        options = dict(alpha=alpha, exp_power=exp_power, base=base, epsilon=epsilon)
+        options.update(max_iter=max_iter, tol=tol, transport_dtype=transport_dtype)
+        flow = dict(iterations=iterations, step=step, normalize=normalize, delta=delta)
+        result = _compiled_flow(
+            lengths, adjacency, restrict=restrict, history=history, **flow, **options
+        )
+        if result is not None:
+            return result
     b, n, _ = lengths.shape
     adjacency, edges, w, num_edges = _flow_edges(lengths, adjacency, restrict)
     i, j, valid = edges
@@ -1054,16 +1175,7 @@ def ricci_flow(
         if history:
             trail_w.append(matrix(w))
             trail_k.append(matrix(kappa))
-    steps_missed = int(missed.sum())
-    if steps_missed:
-        warnings.warn(
-            f"ricci_flow: {steps_missed} (graph, step) curvature solves missed the Sinkhorn "
-            f"tolerance tol={tol} within max_iter={max_iter} (converged=False on "
-            f"{int((~converged).sum())} of {b} graphs); pass accuracy= for certified "
-            "curvature",
-            RicciConvergenceWarning,
-            stacklevel=2,
-        )
+    _warn_missed(int(missed.sum()), int((~converged).sum()), b, tol, max_iter, depth=2)
     return RicciFlowResult(
         lengths=matrix(w),
         curvature=matrix(kappa),

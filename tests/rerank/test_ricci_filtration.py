@@ -111,23 +111,28 @@ def scifact_fixture() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     return torch.stack(graphs), keep, lengths
 
 
-def test_kept_sets_on_scifact_graphs_match_the_stored_behaviour():
+@pytest.mark.parametrize("backend", ["tensor", "compiled"])
+def test_kept_sets_on_scifact_graphs_match_the_stored_behaviour(backend):
     # the filter's flow on 32 real SciFact graphs, one at a time (B=1) and as one batch,
-    # against the decisions stored from the solver before the speed work (5d7b479);
-    # here they are equal; the bounds leave room for another CPU's float32 rounding
+    # against the decisions stored from the tensor solver before the speed work (5d7b479);
+    # the tensor path reproduces them within another CPU's float32 rounding; the compiled
+    # path stops each transport at its own first iteration within tol (the tensor path
+    # iterates a graph's problems together, checked every 10), so its lengths move by up to
+    # about a tenth, not its decisions
     adjacency, keep, stored = scifact_fixture()
     cfg = RicciFiltrationConfig()
-    options = cfg.flow_options()
+    options = dict(cfg.flow_options(), backend=backend)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         alone = torch.cat(
             [ricci_flow(g[None].float(), g[None], **options).lengths[:, 0, 1:] for g in adjacency]
         )
         together = ricci_flow(adjacency.float(), adjacency, **options).lengths[:, 0, 1:]
+    tolerance = 1e-3 if backend == "tensor" else 0.15
     for lengths in (alone, together):
         kept = lengths <= cfg.eta + cfg.eta_atol
         assert (kept == keep).double().mean() >= 0.995
-        torch.testing.assert_close(lengths.double(), stored, rtol=1e-3, atol=1e-3)
+        torch.testing.assert_close(lengths.double(), stored, rtol=tolerance, atol=tolerance)
     torch.testing.assert_close(together, alone, rtol=1e-3, atol=1e-4)  # batch-independent
 
 
