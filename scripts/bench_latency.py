@@ -77,13 +77,13 @@ def _rerankers(methods: list[str]) -> dict:
     return out
 
 
-def _ricci_kept(batch, count: int, single: bool):
+def _ricci_kept(batch, count: int, single: bool, backend: str = "auto"):
     """Georag's kept mask in graph-node order (nodes 1..20) for the first ``count`` queries."""
     import torch
 
-    from georag.rerank.ricci_filtration import RicciFiltration
+    from georag.rerank.ricci_filtration import RicciFiltration, RicciFiltrationConfig
 
-    ricci = RicciFiltration()
+    ricci = RicciFiltration(RicciFiltrationConfig(backend=backend))
     cfg = ricci.config
     parts = [batch.slice(i, i + 1) for i in range(count)] if single else [batch.slice(0, count)]
     kept = []
@@ -130,8 +130,9 @@ def _peers(pool, spec: dict, bench) -> dict:
         if spec.get("agreement"):
             real = adjacency[:, 0, 1:]
             theirs = (ref["lengths"][:, 0, 1:] <= 1.0 + 1e-5) & real & ref["adjacency"][:, 0, 1:]
-            for label, single in (("B=1", True), ("batched", False)):
-                ours = _ricci_kept(pool, graphs, single)
+            runs = (("B=1", True, "auto"), ("batched", False, "auto"))
+            for label, single, backend in (*runs, ("batched, tensor backend", False, "tensor")):
+                ours = _ricci_kept(pool, graphs, single, backend)
                 rows[f"ricci_agreement_{label}"] = {
                     "equal_share": float((ours == theirs)[real].mean()),
                     "kept_mean": [float(ours.sum(1).mean()), float(theirs.sum(1).mean())],
@@ -347,7 +348,7 @@ def print_peers(table: dict) -> None:
                 f"{p / b1:.1f}x | {'' if bb is None else f'{p / bb:.1f}x'} |"
             )
     for cond, res in peers:
-        for label in ("B=1", "batched"):
+        for label in ("B=1", "batched", "batched, tensor backend"):
             agree = res["peers"].get(f"ricci_agreement_{label}")
             if agree:
                 print(
