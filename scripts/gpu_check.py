@@ -77,8 +77,14 @@ def cases(scale: float) -> dict[str, tuple[Callable, tuple, float]]:
             1e-4,
         ),
         "ricci flow (B=1024, N=21, 20 it)": (
-            lambda lengths, adj: ricci_flow(
-                lengths, adj, iterations=20, method="sinkhorn", accuracy=None
+            lambda lengths, adj: ricci_flow(  # the tensor path on both devices (auto would
+                # run the compiled flow on the CPU: another schedule, see ricci_compiled)
+                lengths,
+                adj,
+                iterations=20,
+                method="sinkhorn",
+                accuracy=None,
+                backend="tensor",
             ),
             (unit, adjacency),
             1e-3,

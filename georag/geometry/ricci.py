@@ -928,7 +928,9 @@ def _compiled_flow(
     limit = _KERNEL_SPAN * max_cost_over_epsilon(work)
     floor = math.exp(-1.5 * max_cost_over_epsilon(work))
     params = np.array(
-        [alpha, exp_power, math.log(base), epsilon, tol, limit, floor, max_iter], np.float64
+        [alpha, exp_power, math.log(base), epsilon, tol, limit, floor, max_iter]
+        + [_ZERO_DISTANCE, math.log(_NEIGHBOUR_WEIGHT_FLOOR)],
+        np.float64,
     )
     steps = iterations + 1 if history else 0
     out_lengths, out_kappa = np.zeros((b, n, n)), np.zeros((b, n, n))

@@ -10,13 +10,21 @@ shared-cost iteration multiplies zeros elsewhere).
 Same algorithm, step for step: the largest component, GraphRicciCurvature's node
 measures, Floyd-Warshall distances, the surplus split ``m_x - m_y``, the per-graph
 epsilon and kernel centre of ``ricci._sinkhorn_epsilon``, scalings warm-started from
-the previous step's potentials, ``v <- b / (u K)``, ``u <- a / (v K^T)`` checked every
-``check_every`` iterations until every problem of the graph meets ``tol`` or
-``max_iter`` is reached, ``kappa = 1 - W / d``, the normalized update and the ``delta``
-stop. Every quantity is float64 (the tensor path iterates in the lengths' dtype, float32
-in the filter), so the two agree to the float32 rounding of the tensor path, not bit for
-bit. A graph whose transport is not finite is reported, and :func:`ricci_flow` runs it on
-the tensor path (which re-solves such edges exactly).
+the previous step's potentials, ``v <- b / (u K)``, ``u <- a / (v K^T)``, ``kappa = 1 -
+W / d``, the normalized update and the ``delta`` stop. Two things differ from the tensor
+path, so the two agree where both solve tightly (tested to 1e-8), not at a loose ``tol``:
+
+- each transport problem stops at its own first iteration whose marginal error is below
+  ``tol`` (the tensor path iterates all problems of a graph until every one meets it,
+  checked every 10 iterations, the cost of batching them); at the filter's ``tol=1e-3``
+  the final lengths differ by up to about 0.1, the kept sets agree with
+  GraphRicciCurvature's as the tensor path's do (docs/methods/ricci_filtration.md);
+- every quantity is float64 (the tensor path iterates in the lengths' dtype, float32 in
+  the filter); the kernel keeps the exponent range of that dtype, so both use the same
+  epsilon.
+
+A graph whose transport is not finite is reported, and :func:`ricci_flow` runs the batch
+on the tensor path (which re-solves such edges exactly).
 """
 
 from __future__ import annotations
@@ -34,9 +42,7 @@ __all__ = ["AVAILABLE", "flow_batch"]
 
 AVAILABLE = numba is not None
 
-_ZERO_DISTANCE = 1e-7  # as in georag.geometry.ricci
-_LOG_WEIGHT_FLOOR = math.log(1e-7)  # GraphRicciCurvature's EPSILON, as a log
-_MOVE_FLOOR = 64 * np.finfo(np.float64).eps
+_MOVE_FLOOR = 64 * np.finfo(np.float64).eps  # as ricci._split_surplus, in float64
 
 
 #: reassociated and fused sums (vectorizable); infinities and NaN keep their meaning
@@ -77,6 +83,20 @@ def _largest_component(adj):
 
 
 @_jit
+def _floyd_warshall(dist):
+    """All-pairs shortest paths in place (``dist``: edge lengths, inf off the edges)."""
+    n = dist.shape[0]
+    for k in range(n):
+        through = dist[k]
+        for p in range(n):
+            dpk = dist[p, k]
+            if dpk < np.inf:
+                row = dist[p]
+                for q in range(n):
+                    row[q] = min(row[q], dpk + through[q])
+
+
+@_jit
 def _sinkhorn(na, nb, a, b, u, v, back, kernel, kernel_t, max_iter, tol):
     """Sinkhorn scalings of one transport problem on its supports, in place.
 
@@ -114,7 +134,7 @@ def _curvature(w, ei, ej, adj, within3, even, kept, carried, carried_eps, warm, 
     epsilon: the warm start of the next call.
     """
     alpha, exp_power, log_base, epsilon, tol, kernel_limit, floor = params[:7]
-    max_iter = int(params[7])
+    max_iter, zero_distance, log_weight_floor = int(params[7]), params[8], params[9]
     n, e = adj.shape[0], w.shape[0]
     lengths = np.zeros((n, n))
     dist = np.full((n, n), np.inf)
@@ -126,14 +146,7 @@ def _curvature(w, ei, ej, adj, within3, even, kept, carried, carried_eps, warm, 
         lengths[x, y] = lengths[y, x] = w[k]
         dist[x, y] = dist[y, x] = w[k]
         total += 2.0 * w[k]
-    for k in range(n):  # Floyd-Warshall
-        for p in range(n):
-            dpk = dist[p, k]
-            if dpk == np.inf:
-                continue
-            for q in range(n):
-                if dpk + dist[k, q] < dist[p, q]:
-                    dist[p, q] = dpk + dist[k, q]
+    _floyd_warshall(dist)
     # node measures: alpha at the node, 1 - alpha in proportion to base^(-w^p)
     measure = np.zeros((n, n))
     logit = np.empty(n)
@@ -154,7 +167,7 @@ def _curvature(w, ei, ej, adj, within3, even, kept, carried, carried_eps, warm, 
             log_total = top + math.log(mass)
         for v in range(n):
             if adj[x, v]:
-                if log_total > _LOG_WEIGHT_FLOOR:
+                if log_total > log_weight_floor:
                     share = math.exp(logit[v] - log_total)
                 else:
                     share = even[x, v]
@@ -178,12 +191,16 @@ def _curvature(w, ei, ej, adj, within3, even, kept, carried, carried_eps, warm, 
     rows, cols = np.empty(n, np.int64), np.empty(n, np.int64)
     a, b, u, v, back = np.empty(n), np.empty(n), np.empty(n), np.empty(n), np.empty(n)
     kernel, kernel_t = np.empty((n, n)), np.empty((n, n))
+    # u = exp(f / eps): the carried scalings to the power eps_before / eps; a power
+    # within rounding of 1 (the usual case: normalized flows keep eps) is skipped
     power = carried_eps[0] / eps if warm else 1.0
+    if abs(power - 1.0) < 1e-12:
+        power = 1.0
     carried_eps[0] = eps
     converged, finite = True, True
     for k in range(e):
         x, y = ei[k], ej[k]
-        if dist[x, y] < _ZERO_DISTANCE:
+        if dist[x, y] < zero_distance:
             kappa[k] = 0.0
             continue
         # the surplus m_x - m_y: the mass that leaves x's side and the mass that arrives
@@ -276,10 +293,11 @@ def flow_batch(
     adjacency : ndarray, shape (B, N, N), bool
     iterations, step, normalize, delta, restrict
         As :func:`georag.geometry.ricci.ricci_flow`.
-    params : ndarray, shape (8,), float64
+    params : ndarray, shape (10,), float64
         ``alpha, exp_power, log(base), epsilon, tol, kernel limit, kernel floor,
-        max_iter`` (the limit and floor: ``widest / epsilon`` at most, and the smallest
-        kernel entry, of the dtype the tensor path would iterate in).
+        max_iter, zero distance, log neighbour-weight floor`` (the limit and floor:
+        ``widest / epsilon`` at most, and the smallest kernel entry, of the dtype the
+        tensor path would iterate in; the last two as in :mod:`georag.geometry.ricci`).
     out_lengths, out_kappa : ndarray, shape (B, N, N), float64
         Zeros on entry; the final lengths and curvature on the flowed edges.
     out_adjacency : ndarray, shape (B, N, N), bool
