@@ -48,9 +48,13 @@ from georag.resources import DEFAULT_MODEL
 
 ROOT = Path(__file__).resolve().parents[1]
 POOL_METHODS = ("none", "diffusion", "maniscope", "ricci", "hyte_rescore", "hyte_rescore-cold")
+# the learnable rerankers at their initial knobs (the fixed methods' defaults): inference
+# costs the same at any knobs but learned_diffusion's damping (docs/methods/learned.md)
+LEARNED_METHODS = ("learned_diffusion", "learned_maniscope", "learned_map", "learned_ricci")
 CORPUS_METHODS = ("hyte", "iso", "ppr_global")
-METHODS = POOL_METHODS + CORPUS_METHODS
+METHODS = POOL_METHODS + LEARNED_METHODS + CORPUS_METHODS
 GOAL_MS = {"none": 1.0, "diffusion": 1.0, "maniscope": 1.0, "hyte_rescore": 1.0, "ricci": 3.0}
+GOAL_MS.update({name: 1.0 for name in LEARNED_METHODS} | {"learned_ricci": 3.0})
 POLICY_METHODS = ("diffusion", "maniscope", "ricci")
 # name -> (threads, OMP_WAIT_POLICY); threads None: torch's default, "policy": georag's
 POLICIES = {
@@ -72,7 +76,7 @@ def _rerankers(methods: list[str]) -> dict:
     for name in methods:
         if name.startswith("hyte_rescore"):
             out[name] = out.get("hyte_rescore") or HyTEReranker()
-        elif name in POOL_METHODS:
+        elif name in POOL_METHODS + LEARNED_METHODS:
             out[name] = make_reranker(name)
     return out
 
