@@ -1080,16 +1080,14 @@ def ricci_flow(
     if backend not in FLOW_BACKENDS:
         raise ValueError(f"backend must be one of {FLOW_BACKENDS}, got {backend!r}")
     compiled = (
-        ricci_compiled.AVAILABLE
-        and method == "sinkhorn"
+        method == "sinkhorn"
         and accuracy is None
         and nbr_topk is None
         and lengths.device.type == "cpu"
     )
     if backend == "compiled" and not compiled:
         raise ValueError(
-            "backend='compiled' runs method='sinkhorn', accuracy=None, nbr_topk=None on CPU "
-            "tensors (numba installed)"
+            "backend='compiled' runs method='sinkhorn', accuracy=None, nbr_topk=None on CPU tensors"
         )
     if compiled and backend != "tensor":
         options = dict(alpha=alpha, exp_power=exp_power, base=base, epsilon=epsilon)

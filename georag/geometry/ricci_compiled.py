@@ -31,16 +31,10 @@ from __future__ import annotations
 
 import math
 
+import numba
 import numpy as np
 
-try:
-    import numba
-except ImportError:  # pragma: no cover - numba is a dependency; the tensor path remains
-    numba = None
-
-__all__ = ["AVAILABLE", "flow_batch"]
-
-AVAILABLE = numba is not None
+__all__ = ["flow_batch"]
 
 _MOVE_FLOOR = 64 * np.finfo(np.float64).eps  # as ricci._split_surplus, in float64
 
@@ -50,11 +44,7 @@ _FAST = {"reassoc", "contract", "nsz", "arcp"}
 
 
 def _jit(fn):
-    return (
-        numba.njit(cache=True, nogil=True, fastmath=_FAST, error_model="numpy")(fn)
-        if AVAILABLE
-        else fn
-    )
+    return numba.njit(cache=True, nogil=True, fastmath=_FAST, error_model="numpy")(fn)
 
 
 @_jit

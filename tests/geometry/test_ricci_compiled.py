@@ -16,8 +16,6 @@ from georag.eval.synthetic import random_graphs
 from georag.geometry import ricci_compiled
 from georag.geometry.ricci import RicciConvergenceWarning, ricci_flow
 
-pytestmark = pytest.mark.skipif(not ricci_compiled.AVAILABLE, reason="numba is not installed")
-
 UNCERTIFIED = dict(method="sinkhorn", accuracy=None)
 
 
