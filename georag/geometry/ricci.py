@@ -24,7 +24,9 @@ around POT's C++ network simplex: on a CPU that is cheaper than Sinkhorn at thes
 (docs/methods/ricci_filtration.md, "Choosing the solver"). The Sinkhorn path
 (:mod:`georag.geometry.transport`) returns plans' scalings, costs and ``converged`` flags
 per problem, and :func:`~georag.geometry.transport.transport_bounds` certifies them.
-Large sparse graphs: :mod:`georag.geometry.sparse_ricci`.
+The uncertified Sinkhorn flow on CPU tensors (Ricci-Filtration's setting) runs compiled,
+graph after graph (:mod:`georag.geometry.ricci_compiled`, ``backend=``). Large sparse
+graphs: :mod:`georag.geometry.sparse_ricci`.
 """
 
 from __future__ import annotations
