@@ -90,6 +90,7 @@ SINKHORN_ACCURACY = {
 }
 _NEIGHBOUR_WEIGHT_FLOOR = 1e-7  # GraphRicciCurvature's EPSILON
 _ZERO_DISTANCE = 1e-7
+_MOVING_EPS = 64  # machine epsilons: a side of m_x - m_y with less mass is rounding
 _GAP_FLOOR = 1e-13  # the interior point's duality gap is not resolved below rounding
 _KERNEL_SPAN = 1.6  # widest cost / epsilon, in units of max_cost_over_epsilon
 
@@ -362,7 +363,7 @@ def _split_surplus(
     size = surplus.abs()
     source, target = (size + surplus) / 2, (size - surplus) / 2
     out_mass, in_mass = source.sum(-1, keepdim=True), target.sum(-1, keepdim=True)
-    moving = torch.minimum(out_mass, in_mass) > 64 * torch.finfo(surplus.dtype).eps
+    moving = torch.minimum(out_mass, in_mass) > _MOVING_EPS * torch.finfo(surplus.dtype).eps
     moving = moving & mask.unsqueeze(-1)
     point = torch.zeros_like(source[:1, :1])
     point[..., 0] = 1.0
@@ -931,7 +932,8 @@ def _compiled_flow(
     floor = math.exp(-1.5 * max_cost_over_epsilon(work))
     params = np.array(
         [alpha, exp_power, math.log(base), epsilon, tol, limit, floor, max_iter]
-        + [_ZERO_DISTANCE, math.log(_NEIGHBOUR_WEIGHT_FLOOR)],
+        + [_ZERO_DISTANCE, math.log(_NEIGHBOUR_WEIGHT_FLOOR)]
+        + [_MOVING_EPS * torch.finfo(torch.float64).eps],
         np.float64,
     )
     steps = iterations + 1 if history else 0
@@ -1092,11 +1094,22 @@ def ricci_flow(
             "backend='compiled' runs method='sinkhorn', accuracy=None, nbr_topk=None on CPU tensors"
         )
     if compiled and backend != "tensor":
-        options = dict(alpha=alpha, exp_power=exp_power, base=base, epsilon=epsilon)
-        options.update(max_iter=max_iter, tol=tol, transport_dtype=transport_dtype)
-        flow = dict(iterations=iterations, step=step, normalize=normalize, delta=delta)
         result = _compiled_flow(
-            lengths, adjacency, restrict=restrict, history=history, **flow, **options
+            lengths,
+            adjacency,
+            iterations=iterations,
+            step=step,
+            normalize=normalize,
+            delta=delta,
+            restrict=restrict,
+            history=history,
+            alpha=alpha,
+            exp_power=exp_power,
+            base=base,
+            epsilon=epsilon,
+            max_iter=max_iter,
+            tol=tol,
+            transport_dtype=transport_dtype,
         )
         if result is not None:
             return result

@@ -36,9 +36,6 @@ import numpy as np
 
 __all__ = ["flow_batch"]
 
-_MOVE_FLOOR = 64 * np.finfo(np.float64).eps  # as ricci._split_surplus, in float64
-
-
 #: reassociated and fused sums (vectorizable); infinities and NaN keep their meaning
 _FAST = {"reassoc", "contract", "nsz", "arcp"}
 
@@ -125,6 +122,7 @@ def _curvature(w, ei, ej, adj, within3, even, kept, carried, carried_eps, warm, 
     """
     alpha, exp_power, log_base, epsilon, tol, kernel_limit, floor = params[:7]
     max_iter, zero_distance, log_weight_floor = int(params[7]), params[8], params[9]
+    move_floor = params[10]
     n, e = adj.shape[0], w.shape[0]
     lengths = np.zeros((n, n))
     dist = np.full((n, n), np.inf)
@@ -206,7 +204,7 @@ def _curvature(w, ei, ej, adj, within3, even, kept, carried, carried_eps, warm, 
                 cols[nb], b[nb] = q, -s
                 nb += 1
                 in_mass -= s
-        if not min(out_mass, in_mass) > _MOVE_FLOOR:
+        if not min(out_mass, in_mass) > move_floor:
             kappa[k] = 1.0  # identical measures: nothing moves
             continue
         for r in range(na):
@@ -283,11 +281,12 @@ def flow_batch(
     adjacency : ndarray, shape (B, N, N), bool
     iterations, step, normalize, delta, restrict
         As :func:`georag.geometry.ricci.ricci_flow`.
-    params : ndarray, shape (10,), float64
+    params : ndarray, shape (11,), float64
         ``alpha, exp_power, log(base), epsilon, tol, kernel limit, kernel floor,
-        max_iter, zero distance, log neighbour-weight floor`` (the limit and floor:
-        ``widest / epsilon`` at most, and the smallest kernel entry, of the dtype the
-        tensor path would iterate in; the last two as in :mod:`georag.geometry.ricci`).
+        max_iter, zero distance, log neighbour-weight floor, moving-mass floor`` (the
+        limit and floor: ``widest / epsilon`` at most, and the smallest kernel entry, of
+        the dtype the tensor path would iterate in; the last three as in
+        :mod:`georag.geometry.ricci`).
     out_lengths, out_kappa : ndarray, shape (B, N, N), float64
         Zeros on entry; the final lengths and curvature on the flowed edges.
     out_adjacency : ndarray, shape (B, N, N), bool
