@@ -160,6 +160,10 @@ def evaluate_methods(
             def run_one(i, m=method, k=top_k):
                 return m.retrieve(queries.slice(i, i + 1), top_k=k)
 
+            def to_run(result, m=method):
+                return scores_to_run(result.scores, result.keep, queries.ids, m.row_ids)
+
+            stage_ms = None
         else:
 
             def run_all(m=method):
@@ -168,14 +172,13 @@ def evaluate_methods(
             def run_one(i, m=method):
                 return m(batch.slice(i, i + 1))
 
+            def to_run(result):
+                return result.to_run(batch)
+
+            stage_ms = first_stage_ms
         run_one(0)  # untimed: one-time costs (a JIT load, lazy imports) stay out
         result, seconds = timed(run_all)
-        if is_retriever(method):
-            run = scores_to_run(result.scores, result.keep, queries.ids, method.row_ids)
-            stage_ms = None
-        else:
-            run = result.to_run(batch)
-            stage_ms = first_stage_ms
+        run = to_run(result)
         ms = median_single_ms(run_one, batch.batch_size, samples=latency_samples)
         if out is not None:
             write_run(run, out / f"{dataset}.{spec}.trec", tag=spec)
