@@ -22,13 +22,13 @@ script call it at start; the library itself sets nothing, on import or later):
   ran inter-op work, after which torch refuses the change.
 
 Single queries (B=1) run on one thread: their kernels are too small to split, and
-waking a second thread for each of them costs more than it saves (measured on this
-2-core machine with ``OMP_WAIT_POLICY=PASSIVE``: Ricci-Filtration 28 ms per query on one
-thread against 298 ms on two, diffusion 0.52 against 0.90, Maniscope 0.48 against 1.03;
-batched, two threads are 1.4x to 1.6x faster for diffusion and Maniscope and no faster
-for Ricci). The harness times B=1 inside :func:`torch_threads` (``SERVING_THREADS``) and
-restores the count afterwards; a server that answers one query at a time should run
-with one thread per process.
+waking a second thread for each of them costs more than it saves (measured on a
+2-core machine with ``OMP_WAIT_POLICY=PASSIVE``, docs/performance.md: Ricci-Filtration
+2.9 ms per query on one thread against 4.4 ms on two, diffusion 0.49 against 0.69,
+Maniscope 0.55 against 0.95; batched, two threads are 1.5x faster for Maniscope and no
+faster for diffusion or Ricci). The harness times B=1 inside :func:`torch_threads`
+(``SERVING_THREADS``) and restores the count afterwards; a server that answers one query
+at a time should run with one thread per process.
 
 From Python, call ``apply_thread_policy()`` (or ``torch.set_num_threads(n)``) yourself,
 and export ``OMP_WAIT_POLICY=PASSIVE`` before starting Python.
