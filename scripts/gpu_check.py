@@ -78,7 +78,7 @@ def cases(scale: float) -> dict[str, tuple[Callable, tuple, float]]:
         ),
         "ricci flow (B=1024, N=21, 20 it)": (
             lambda lengths, adj: ricci_flow(  # the tensor path on both devices (auto would
-                # run the compiled flow on the CPU: another schedule, see ricci_compiled)
+                # run the compiled flow on the CPU: another schedule, see ricci.compiled)
                 lengths,
                 adj,
                 iterations=20,

@@ -88,6 +88,83 @@ def upward_imports(src: Path, package: str) -> list[str]:
     return bad
 
 
+def _module_names(src: Path, package: str) -> dict[str, Path]:
+    names = {}
+    for path in sorted((src / package).rglob("*.py")):
+        parts = list(path.relative_to(src).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        names[".".join(parts)] = path
+    return names
+
+
+def import_cycles(src: Path, package: str) -> list[list[str]]:
+    """Every cycle of module imports inside ``src/package`` (lazy ones too), each as the list
+    of modules around it, starting from its smallest name. ``from pkg import mod`` counts as
+    an import of ``pkg.mod`` when that is a module; a package's ``__init__`` is the module
+    ``pkg`` itself (a submodule importing names from it closes a circle)."""
+    names = _module_names(src, package)
+    graph: dict[str, set[str]] = {}
+    for module, path in names.items():
+        targets = graph.setdefault(module, set())
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                targets |= {a.name for a in node.names if a.name in names}
+            elif isinstance(node, ast.ImportFrom):
+                if node.level:
+                    package_parts = module.split(".")
+                    if path.name != "__init__.py":
+                        package_parts = package_parts[:-1]
+                    base = package_parts[: len(package_parts) - node.level + 1]
+                    origin = ".".join(base + ([node.module] if node.module else []))
+                else:
+                    origin = node.module or ""
+                subs = {f"{origin}.{a.name}" for a in node.names} & names.keys()
+                targets |= subs or ({origin} & names.keys())
+        targets.discard(module)
+    cycles, state = set(), {}
+
+    def visit(module: str, stack: list[str]) -> None:
+        state[module] = "open"
+        stack.append(module)
+        for target in sorted(graph[module]):
+            if state.get(target) == "open":
+                ring = stack[stack.index(target) :]
+                start = ring.index(min(ring))
+                cycles.add(tuple(ring[start:] + ring[:start]))
+            elif target not in state:
+                visit(target, stack)
+        stack.pop()
+        state[module] = "done"
+
+    for module in sorted(graph):
+        if module not in state:
+            visit(module, [])
+    return sorted(list(c) for c in cycles)
+
+
+def test_no_import_cycle_in_georag():
+    assert import_cycles(ROOT, "georag") == []
+
+
+def test_the_cycle_check_catches_a_circle(tmp_path):
+    """A package whose module imports a name back from its parent's ``__init__`` (the shape
+    of a circle between a package and its parts), and a plain two-module circle."""
+    pkg = tmp_path / "fakepkg"
+    (pkg / "ring").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "ring" / "__init__.py").write_text("from fakepkg.ring.part import f\n")
+    (pkg / "ring" / "part.py").write_text("def f():\n    from fakepkg.ring import g\n")
+    (pkg / "a.py").write_text("from . import b\n")
+    (pkg / "b.py").write_text("import fakepkg.a\n")
+    (pkg / "c.py").write_text("from fakepkg.ring import part\n")
+    assert import_cycles(tmp_path, "fakepkg") == [
+        ["fakepkg.a", "fakepkg.b"],
+        ["fakepkg.ring", "fakepkg.ring.part"],
+    ]
+
+
 def test_georag_layers_hold():
     assert upward_imports(ROOT, "georag") == []
 

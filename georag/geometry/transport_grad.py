@@ -27,7 +27,7 @@ y_j)`` (``pi_k`` the kernel row of ``k`` weighted by the other scaling, normaliz
 row the plan would get) and symmetrically for ``y``; for the exact cost the c-transform
 ``min_j C_kj - g_j``. So the gradient is continuous where a mass reaches zero, and a
 caller that splits a signed quantity into ``a`` and ``b`` can take the mean of the two
-one-sided derivatives at a tie (as :mod:`georag.geometry.ricci_grad` does).
+one-sided derivatives at a tie (as :mod:`georag.geometry.ricci.grad` does).
 
 Where the plan nearly falls apart into blocks (costs between them many epsilon apart)
 the potentials' offset between the blocks is ill-determined at any finite tolerance, and

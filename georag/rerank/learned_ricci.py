@@ -26,7 +26,7 @@ parameterisation reaches the paper's 1 from inside (0, 1]; a learned ``exp`` ste
 above 1 in the first steps on scifact and drove a length negative. The TPE baseline
 (``search_space``) searches it in [0.1, 1].
 
-Gradients run through the flow (:func:`georag.geometry.ricci_grad.ricci_flow`: unrolled
+Gradients run through the flow (:func:`georag.geometry.ricci.grad.ricci_flow`: unrolled
 steps, implicit Sinkhorn). Discrete decisions, and what each phase uses:
 
 * the threshold graph (which pairs are joined, at ``quantile``) is recomputed from the
@@ -197,9 +197,9 @@ class LearnedRicci(LearnableReranker):
             tol=cfg.tol,
         )
         if torch.is_grad_enabled():
-            from georag.geometry import ricci_grad
+            from georag.geometry.ricci import grad
 
-            flow = ricci_grad.ricci_flow(
+            flow = grad.ricci_flow(
                 lengths, adjacency, checkpoint=cfg.checkpoint, **knobs, **options
             )
         else:

@@ -1,4 +1,4 @@
-"""The compiled uncertified Sinkhorn flow (georag.geometry.ricci_compiled) against the
+"""The compiled uncertified Sinkhorn flow (georag.geometry.ricci.compiled) against the
 tensor path of ``ricci_flow``: the same fixed points where both solve tightly, the same
 flags, shapes and edge cases, and no NaN on adversarial graphs."""
 
@@ -14,8 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from georag.eval.synthetic import random_graphs
-from georag.geometry import ricci_compiled
-from georag.geometry.ricci import RicciConvergenceWarning, ricci_flow
+from georag.geometry.ricci import RicciConvergenceWarning, compiled, ricci_flow
 
 UNCERTIFIED = dict(method="sinkhorn", accuracy=None)
 
@@ -147,13 +146,13 @@ def test_edgeless_graphs_and_zero_iterations():
 def test_a_non_finite_transport_falls_back_to_the_tensor_path(monkeypatch):
     rng = np.random.default_rng(4)
     lengths, adjacency = (torch.tensor(x) for x in random_graphs(rng, 2, 10, weighted=True))
-    real = ricci_compiled.flow_batch
+    real = compiled.flow_batch
 
     def failing(*args):
         real(*args)
         args[-1][:] = False  # "finite": as if a transport had overflowed
 
-    monkeypatch.setattr(ricci_compiled, "flow_batch", failing)
+    monkeypatch.setattr(compiled, "flow_batch", failing)
     options = dict(UNCERTIFIED, tol=1e-6, max_iter=5000)
     res = ricci_flow(lengths, adjacency, **options)
     ref = ricci_flow(lengths, adjacency, **options, backend="tensor")

@@ -1,6 +1,6 @@
 """Gradients of Ollivier-Ricci curvature and Ricci flow: gradcheck (float64) on small graphs
 with isolated nodes and several components, the exact (POT) reference, tie handling, and
-the differentiable forward against ricci.py's."""
+the differentiable forward against the no-grad path's."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import torch
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from georag.geometry import ricci_grad
 from georag.geometry.graphs import shortest_paths
+from georag.geometry.ricci import grad as ricci_grad
 from georag.geometry.ricci import node_measures, ollivier_ricci, ricci_flow
 
 F64 = torch.float64
@@ -108,7 +108,7 @@ def test_forward_equals_ricci_forward():
             lengths.clone().requires_grad_(), adj, alpha=alpha, exp_power=power, **options
         )
         assert grad.requires_grad
-        # ricci.py certifies (or solves exactly) its curvature: the documented accuracy
+        # the no-grad path certifies (or solves exactly) its curvature: the documented accuracy
         assert (grad.detach() - fixed).abs().max() < bound
         assert (grad.detach() - exact).abs().max() < bound  # ollivier_ricci's documented error
     # the same solver with and without grad: plain Sinkhorn, and "auto" (exact here)
@@ -140,7 +140,7 @@ def test_shortest_path_ties_split_evenly():
 
 def directional_check(seed, n, alpha, power, scale, method, unit=False, smooth_only=False):
     """Central finite differences along a random length direction and in alpha vs the
-    analytic derivatives; the finite differences run ricci.py's no-grad forward with the
+    analytic derivatives; the finite differences run the no-grad forward with the
     same solver (uncertified), so both sides differentiate one function.
 
     ``smooth_only`` (random inputs): a point where the one-sided differences disagree is

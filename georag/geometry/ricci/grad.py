@@ -26,7 +26,7 @@ How each part is differentiated:
   result is the mean of the two one-sided derivatives (as the shortest paths' ties).
   ``method="exact"``: POT's network simplex with the gradient of its linear program
   (:func:`georag.geometry.transport_grad.exact_transport`), the reference;
-  ``method="auto"`` picks one of the two as ricci.py does (exact up to
+  ``method="auto"`` picks one of the two as the no-grad solvers do (exact up to
   :data:`~georag.geometry.ricci.EXACT_MAX_SUPPORT` nodes per neighbourhood), so that the
   gradient is that of the curvature the no-grad path returns;
 - flow: unrolled over its M steps (``checkpoint=True`` recomputes each step in the
@@ -34,7 +34,7 @@ How each part is differentiated:
   stop and the choice of the largest component are discrete.
 
 The regularization is per graph: ``epsilon`` times the mean edge length, raised where the
-costs between neighbourhoods would leave the kernel's exponent range (as ricci.py's
+costs between neighbourhoods would leave the kernel's exponent range (as the no-grad
 one-shot and flow solvers); one-shot curvature is epsilon-scaled from the widest such cost,
 the flow warm-starts each step from the potentials of the one before. The gradient is that
 of the fixed point, so it is exact once the solve converged (the one-shot defaults reach
@@ -49,7 +49,7 @@ import torch
 from torch.utils.checkpoint import checkpoint as _checkpoint
 
 from georag.geometry.graphs import shortest_paths
-from georag.geometry.ricci import (
+from georag.geometry.ricci.common import (
     _KERNEL_SPAN,
     _NEIGHBOUR_WEIGHT_FLOOR,
     _ZERO_DISTANCE,
@@ -59,10 +59,9 @@ from georag.geometry.ricci import (
     _edge_index,
     _flow_edges,
     _scatter_edges,
-    _split_surplus,
-    _warm_start,
-    _WarmStart,
 )
+from georag.geometry.ricci.measures import _split_surplus
+from georag.geometry.ricci.solvers import _warm_start, _WarmStart
 from georag.geometry.transport import max_cost_over_epsilon
 from georag.geometry.transport_grad import exact_transport, shared_cost_transport
 
@@ -96,9 +95,9 @@ def _check_options(alpha: torch.Tensor, exp_power: torch.Tensor, method: str) ->
 
 
 def _resolve(method: str, adjacency: torch.Tensor) -> str:
-    """``"auto"`` as ricci.py decides it (exact when every closed neighbourhood has at most
-    :data:`~georag.geometry.ricci.EXACT_MAX_SUPPORT` nodes), so that the gradient is that
-    of the curvature the no-grad path computes."""
+    """``"auto"`` as the no-grad solvers decide it (exact when every closed neighbourhood
+    has at most :data:`~georag.geometry.ricci.EXACT_MAX_SUPPORT` nodes), so that the
+    gradient is that of the curvature the no-grad path computes."""
     if method != "auto":
         return method
     degrees = adjacency.sum(2)
@@ -107,7 +106,7 @@ def _resolve(method: str, adjacency: torch.Tensor) -> str:
 
 
 def _check_unsupported(**options: object) -> None:
-    """Options of ricci.py that the differentiable path does not offer."""
+    """Options of the no-grad path that the differentiable path does not offer."""
     defaults = {"directed": False, "edge_mask": None, "base": math.e, "nbr_topk": None}
     for name, value in options.items():
         if value is not defaults[name] and value != defaults[name]:
@@ -157,8 +156,8 @@ def _measures(lengths, adjacency, alpha, exp_power):
 
 
 def _graph_epsilon(lengths, adjacency, dist, epsilon, dtype):
-    """ricci.py's per-graph regularization (differentiable) and kernel centre (no
-    gradient); ricci.py computes it from its precomputed graph structure."""
+    """The no-grad solvers' per-graph regularization (differentiable) and kernel centre
+    (no gradient); they compute it from their precomputed graph structure."""
     on_edges = lengths.masked_fill(~adjacency, 0.0)
     count = adjacency.sum((1, 2)).clamp_min(1)
     mean = on_edges.sum((1, 2)) / count

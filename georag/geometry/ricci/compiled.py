@@ -9,7 +9,7 @@ shared-cost iteration multiplies zeros elsewhere).
 
 Same algorithm, step for step: the largest component, GraphRicciCurvature's node
 measures, Floyd-Warshall distances, the surplus split ``m_x - m_y``, the per-graph
-epsilon and kernel centre of ``ricci._sinkhorn_epsilon``, scalings warm-started from
+epsilon and kernel centre of ``solvers._sinkhorn_epsilon``, scalings warm-started from
 the previous step's potentials, ``v <- b / (u K)``, ``u <- a / (v K^T)``, ``kappa = 1 -
 W / d``, the normalized update and the ``delta`` stop. Two things differ from the tensor
 path, so the two agree where both solve tightly (tested to 1e-8), not at a loose ``tol``:
@@ -33,8 +33,19 @@ import math
 
 import numba
 import numpy as np
+import torch
 
-__all__ = ["flow_batch"]
+from georag.geometry.ricci.common import (
+    _KERNEL_SPAN,
+    _MOVING_EPS,
+    _NEIGHBOUR_WEIGHT_FLOOR,
+    _ZERO_DISTANCE,
+    RicciFlowResult,
+    _warn_missed,
+)
+from georag.geometry.transport import max_cost_over_epsilon
+
+__all__ = ["applies", "flow_batch", "ricci_flow"]
 
 #: reassociated and fused sums (vectorizable); infinities and NaN keep their meaning
 _FAST = {"reassoc", "contract", "nsz", "arcp"}
@@ -161,7 +172,7 @@ def _curvature(w, ei, ej, adj, within3, even, kept, carried, carried_eps, warm, 
                     share = even[x, v]
                 measure[x, v] = (1.0 - alpha) * share
         measure[x, x] += kept[x]
-    # per-graph epsilon and kernel centre (ricci._sinkhorn_epsilon)
+    # per-graph epsilon and kernel centre (solvers._sinkhorn_epsilon)
     mean = total / max(2 * e, 1)
     if not mean > 0:
         mean = 1.0
@@ -394,3 +405,91 @@ def flow_batch(
                 history_kappa[t, g] = history_kappa[steps, g]
         _store(out_lengths[g], out_kappa[g], w, kappa, ei, ej)
         ran[g], converged[g], missed[g], finite[g] = steps, good, bad_steps, fine
+
+
+def applies(lengths: torch.Tensor, *, method: str, accuracy: float | None, nbr_topk) -> bool:
+    """Whether the compiled flow runs these options: the uncertified Sinkhorn flow
+    (``method="sinkhorn", accuracy=None``, ``nbr_topk=None``) on CPU tensors."""
+    return (
+        method == "sinkhorn"
+        and accuracy is None
+        and nbr_topk is None
+        and lengths.device.type == "cpu"
+    )
+
+
+def ricci_flow(
+    lengths: torch.Tensor,
+    adjacency: torch.Tensor,
+    *,
+    iterations: int,
+    step: float,
+    normalize: bool,
+    delta: float,
+    restrict: bool,
+    history: bool,
+    alpha: float,
+    exp_power: float,
+    base: float,
+    epsilon: float,
+    max_iter: int,
+    tol: float,
+    transport_dtype: torch.dtype | None,
+) -> RicciFlowResult | None:
+    """:func:`georag.geometry.ricci.ricci_flow`'s uncertified Sinkhorn flow by
+    :func:`flow_batch`; None when a transport was not
+    finite (the caller then runs the tensor path, which re-solves those edges exactly).
+    The kernel's exponent range is that of the dtype the tensor path would iterate in."""
+    b, n, _ = lengths.shape
+    work = transport_dtype or lengths.dtype
+    limit = _KERNEL_SPAN * max_cost_over_epsilon(work)
+    floor = math.exp(-1.5 * max_cost_over_epsilon(work))
+    params = np.array(
+        [alpha, exp_power, math.log(base), epsilon, tol, limit, floor, max_iter]
+        + [_ZERO_DISTANCE, math.log(_NEIGHBOUR_WEIGHT_FLOOR)]
+        + [_MOVING_EPS * torch.finfo(torch.float64).eps],
+        np.float64,
+    )
+    steps = iterations + 1 if history else 0
+    out_lengths, out_kappa = np.zeros((b, n, n)), np.zeros((b, n, n))
+    out_adjacency = np.zeros((b, n, n), dtype=bool)
+    trail_w, trail_k = np.zeros((steps, b, n, n)), np.zeros((steps, b, n, n))
+    ran, missed = np.zeros(b, np.int64), np.zeros(b, np.int64)
+    converged, finite = np.zeros(b, dtype=bool), np.zeros(b, dtype=bool)
+    flow_batch(
+        lengths.detach().double().numpy(),
+        adjacency.numpy(),
+        iterations,
+        step,
+        normalize,
+        delta,
+        restrict,
+        params,
+        out_lengths,
+        out_kappa,
+        out_adjacency,
+        trail_w,
+        trail_k,
+        ran,
+        converged,
+        missed,
+        finite,
+    )
+    if not finite.all():
+        return None
+    _warn_missed(int(missed.sum()), int((~converged).sum()), b, tol, max_iter, depth=3)
+    last = int(ran.max()) + 1 if b else 1
+
+    def tensor(values: np.ndarray) -> torch.Tensor:
+        return torch.from_numpy(values).to(lengths.dtype)
+
+    return RicciFlowResult(
+        lengths=tensor(out_lengths),
+        curvature=tensor(out_kappa),
+        adjacency=torch.from_numpy(out_adjacency),
+        iterations=torch.from_numpy(ran),
+        converged=torch.from_numpy(converged),
+        exact_solves=torch.zeros(b, dtype=torch.long),
+        history_lengths=tensor(trail_w[:last]) if history else None,
+        history_curvature=tensor(trail_k[:last]) if history else None,
+    )
