@@ -4,6 +4,9 @@ Every method's defaults live once, in its frozen config dataclass; ``configs/rer
 mirror them and are read here. Values are checked against the dataclass' fields: an unknown
 key, a value of the wrong type or a YAML file that does not parse is a ``ValueError`` naming
 the file and the key. YAML is read with ``yaml.safe_load`` (no ``!!python`` tags).
+
+A field may itself be a config dataclass (a learned method's ``fixed`` config): its value is
+a mapping of its own fields, and a dotted key (``fixed.alpha``) reaches one of them.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from typing import Any, TypeVar
 
 import yaml
 
-__all__ = ["config_from_mapping", "load_config", "parse_value", "read_yaml"]
+__all__ = ["config_from_mapping", "config_value", "load_config", "parse_value", "read_yaml"]
 
 T = TypeVar("T")
 
@@ -77,6 +80,33 @@ def _check_type(cls: type, key: str, value: Any, annotation: Any, where: str) ->
     raise ValueError(f"{where}: {key} must be {names}, got {value!r}")
 
 
+def _nested(annotation: Any) -> type | None:
+    """The config dataclass a field holds, or None for a plain field."""
+    return annotation if dataclasses.is_dataclass(annotation) else None
+
+
+def _group_dotted(cls: type, values: Mapping[str, Any], where: str) -> dict:
+    """``{"fixed.k": 3}`` as ``{"fixed": {..., "k": 3}}``: the dotted keys set fields of the
+    nested config given under ``fixed``, or else of that field's default."""
+    types_ = _field_types(cls)
+    defaults = {f.name: f for f in dataclasses.fields(cls)}
+    grouped = {key: value for key, value in values.items() if "." not in key}
+    for key, value in values.items():
+        head, dot, rest = key.partition(".")
+        if not dot:
+            continue
+        if head not in types_ or _nested(types_[head]) is None:
+            raise ValueError(f"{where}: {key}: {head!r} is not a nested config field")
+        inner = grouped.get(head)
+        if inner is None:
+            f = defaults[head]
+            inner = f.default if f.default is not dataclasses.MISSING else f.default_factory()
+        if not isinstance(inner, Mapping):
+            inner = {f.name: getattr(inner, f.name) for f in dataclasses.fields(inner)}
+        grouped[head] = {**inner, rest: value}
+    return grouped
+
+
 def config_from_mapping(cls: type[T], values: Mapping[str, Any], *, where: str = "config") -> T:
     """Build ``cls(**values)`` after checking keys and types against its fields.
 
@@ -84,17 +114,26 @@ def config_from_mapping(cls: type[T], values: Mapping[str, Any], *, where: str =
     ----------
     cls : dataclass type
     values : mapping
-        Field names to values; unknown names are an error.
+        Field names to values; unknown names are an error. A field holding a config
+        dataclass takes a mapping of that config's fields (or an instance); the dotted
+        key ``field.key`` sets one of them.
     where : str
         Named in error messages (a file, a CLI flag).
     """
     types_ = _field_types(cls)
+    values = _group_dotted(cls, values, where)
     unknown = sorted(set(values) - set(types_))
     if unknown:
         raise ValueError(
             f"{where}: unknown key(s) {unknown} for {cls.__name__} (known: {sorted(types_)})"
         )
-    checked = {k: _check_type(cls, k, v, types_[k], where) for k, v in values.items()}
+    checked = {}
+    for key, value in values.items():
+        inner = _nested(types_[key])
+        if inner is not None and isinstance(value, Mapping):
+            checked[key] = config_from_mapping(inner, value, where=f"{where}: {key}")
+        else:
+            checked[key] = _check_type(cls, key, value, types_[key], where)
     try:
         return cls(**checked)
     except (TypeError, ValueError) as err:
@@ -120,8 +159,12 @@ def parse_value(cls: type, key: str, text: str) -> Any:
 
     The text is read as YAML (``3`` is an int, ``0.5`` a float, ``null`` is None, ``.inf`` or
     ``inf`` infinity) and must then fit the field's type; a string field keeps the text.
+    A dotted ``key`` (``fixed.alpha``) names a field of a nested config.
     """
     types_ = _field_types(cls)
+    head, dot, rest = key.partition(".")
+    if dot and head in types_ and _nested(types_[head]) is not None:
+        return parse_value(_nested(types_[head]), rest, text)
     if key not in types_:
         raise ValueError(f"unknown option {key!r} for {cls.__name__} (known: {sorted(types_)})")
     allowed = _allowed(types_[key])
@@ -134,3 +177,17 @@ def parse_value(cls: type, key: str, text: str) -> Any:
     if str in allowed and not isinstance(value, str) and value is not None:
         value = text
     return _check_type(cls, key, value, types_[key], f"option {key}")
+
+
+def config_value(config: Any, key: str) -> Any:
+    """The value of field ``key`` of ``config``; a dotted key reads a nested config's field.
+
+    Examples
+    --------
+    >>> from georag.rerank.maniscope import LearnedManiscopeConfig
+    >>> config_value(LearnedManiscopeConfig(), "fixed.alpha")
+    0.5
+    """
+    for part in key.split("."):
+        config = getattr(config, part)
+    return config

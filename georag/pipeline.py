@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from georag.batch import CandidateBatch, RerankResult
 from georag.eval.metrics import Run
-from georag.rerank.base import Reranker
+from georag.rerank.base import PoolReranker
 from georag.rerank.pipeline import RerankPipeline
 from georag.retrieval.candidates import FirstStage
 
@@ -18,14 +18,14 @@ class RetrievalPipeline:
     ----------
     first_stage : FirstStage
         An indexed corpus.
-    stages : list of Reranker
+    stages : list of PoolReranker
         Filters and rerankers, applied in order (each sees only what the previous kept).
     top_k : int, optional
         Final cut-off.
     """
 
     def __init__(
-        self, first_stage: FirstStage, stages: list[Reranker], *, top_k: int | None = None
+        self, first_stage: FirstStage, stages: list[PoolReranker], *, top_k: int | None = None
     ) -> None:
         self.first_stage = first_stage
         self.reranker = RerankPipeline(stages, top_k=top_k)

@@ -21,7 +21,8 @@ from quality_iso import DATASETS, prepare
 
 from georag.eval.bench import bench_parser, data_root, start
 from georag.geometry.diffusion import personalized_pagerank
-from georag.rerank.iso_rag import GlobalPPR, GlobalPPRConfig, IsoRag, IsoRagConfig, fixed_radius
+from georag.rerank.iso import IsoRag, IsoRagConfig, fixed_radius
+from georag.rerank.ppr_global import GlobalPPR, GlobalPPRConfig
 from georag.resources import default_cache_dir
 from georag.retrieval.encoder import TextEncoder
 

@@ -47,18 +47,18 @@ LEARNED_ISO = {
 # the knobs learned on scifact by scripts/quality_learned.py (docs/learned_results.md)
 MOVED = {
     "learned_diffusion": {
-        "damping": 0.795,
+        "fixed.damping": 0.795,
         "edge_power": 0.565,
         "teleport_power": 1.383,
         "fusion": 0.308,
     },
-    "learned_maniscope": {"alpha": 0.625, "length_scale": 1.629, "fusion": 0.490},
+    "learned_maniscope": {"fixed.alpha": 0.625, "length_scale": 1.629, "fusion": 0.490},
     # last epoch of the short scifact run (configs/train/learned_ricci.yaml, 3 x 5 steps)
     "learned_ricci": {
-        "alpha": 0.5693,
-        "exp_power": 1.9097,
-        "step": 0.8824,
-        "eta": 1.0073,
+        "fixed.alpha": 0.5693,
+        "fixed.exp_power": 1.9097,
+        "fixed.step": 0.8824,
+        "fixed.eta": 1.0073,
         "length_power": 0.0853,
         "geometry_weight": 0.0765,
     },
@@ -161,11 +161,13 @@ def main() -> None:
             make_reranker(method),
             make_reranker(method, {method: moved}),
         ]
-        # the fixed method at the learned knobs, where its config has those fields (IsoRag)
+        # the fixed method at the learned knobs, where its config holds them all (IsoRag's,
+        # and the learned config's own "fixed." fields)
         fixed_config = config_class(fixed)
         names = {f.name for f in dataclasses.fields(fixed_config)} if fixed_config else set()
-        if moved and set(moved) <= names:
-            stages.append(make_reranker(fixed, {fixed: moved}))
+        at_fixed = {key.removeprefix("fixed."): value for key, value in moved.items()}
+        if moved and set(at_fixed) <= names:
+            stages.append(make_reranker(fixed, {fixed: at_fixed}))
         if corpus is not None:
             stages = [stage.fit(corpus) for stage in stages]
         for stage in stages:  # warm-up

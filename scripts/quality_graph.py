@@ -26,7 +26,7 @@ from georag.eval.bench import bench_parser, start
 from georag.eval.metrics import per_query
 from georag.eval.report import SIGNIFICANCE, markdown_table
 from georag.eval.stats import summarize
-from georag.rerank.base import IdentityReranker, Reranker
+from georag.rerank.base import IdentityReranker, PoolReranker
 from georag.rerank.diffusion import DiffusionConfig, DiffusionReranker
 from georag.rerank.maniscope import Maniscope, ManiscopeConfig
 from georag.retrieval.candidates import FirstStage, FirstStageConfig
@@ -74,7 +74,7 @@ def easy_pool(
     )
 
 
-def score(reranker: Reranker, batch: CandidateBatch, dataset: BeirDataset) -> dict[str, dict]:
+def score(reranker: PoolReranker, batch: CandidateBatch, dataset: BeirDataset) -> dict[str, dict]:
     """Per-query values ``{metric: {query_id: value}}``."""
     return per_query(reranker(batch).to_run(batch), dataset.qrels, METRICS)
 
@@ -99,7 +99,7 @@ def run_dataset(name: str, data_dir: str | None, encoder: TextEncoder, pools: li
         batch = stage.retrieve(
             query_ids, [dataset.queries[q] for q in query_ids], query_embeddings=query_emb
         )
-        methods: list[tuple[str, Reranker]] = [
+        methods: list[tuple[str, PoolReranker]] = [
             ("dense", IdentityReranker()),
             ("diffusion", DiffusionReranker(DiffusionConfig(top_m=m))),
             ("maniscope", Maniscope(ManiscopeConfig(top_m=m))),

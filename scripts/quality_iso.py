@@ -32,15 +32,10 @@ from georag.eval.bench import bench_parser, data_root, start
 from georag.eval.metrics import evaluate
 from georag.eval.timing import timed
 from georag.models.poincare import PoincareHead
-from georag.rerank.iso_rag import (
-    DenseRetriever,
-    GlobalPPR,
-    GlobalPPRConfig,
-    IsoRag,
-    IsoRagConfig,
-    fixed_radius,
-    output_to_run,
-)
+from georag.rerank.corpus_retriever import output_to_run
+from georag.rerank.dense import DenseRetriever
+from georag.rerank.iso import IsoRag, IsoRagConfig, fixed_radius
+from georag.rerank.ppr_global import GlobalPPR, GlobalPPRConfig
 from georag.resources import default_cache_dir
 from georag.retrieval.cache import EmbeddingCache
 from georag.retrieval.candidates import FirstStage, FirstStageConfig

@@ -75,3 +75,22 @@ def test_option_strings_parse_to_the_field_types():
     assert parse_value(iso, "head", "runs/head.pt") == "runs/head.pt"
     with pytest.raises(ValueError, match="unknown option 'nope'"):
         parse_value(iso, "nope", "1")
+
+
+def test_a_nested_config_takes_a_mapping_or_dotted_keys():
+    """A learned config holds its fixed config: a mapping or ``fixed.key`` sets its fields,
+    starting from the field's own default (here ``max_iter=1000``)."""
+    cls = config_class("learned_diffusion")
+    default = cls()
+    dotted = config_from_mapping(cls, {"fixed.damping": 0.5, "fusion": 0.1})
+    assert dotted.fixed == dataclasses.replace(default.fixed, damping=0.5)
+    assert dotted.fusion == 0.1 and dotted.fixed.max_iter == 1000
+    mapped = config_from_mapping(cls, {"fixed": {"damping": 0.5, "max_iter": 1000}, "fusion": 0.1})
+    assert mapped == dotted
+    assert parse_value(cls, "fixed.top_k", "7") == 7
+    with pytest.raises(ValueError, match=r"x: fixed: unknown key\(s\) \['nope'\]"):
+        config_from_mapping(cls, {"fixed.nope": 1}, where="x")
+    with pytest.raises(ValueError, match="'fusion' is not a nested config field"):
+        config_from_mapping(cls, {"fusion.x": 1}, where="x")
+    with pytest.raises(ValueError, match="damping must lie in"):
+        config_from_mapping(cls, {"fixed": {"damping": 1.5}})

@@ -13,6 +13,7 @@ from __future__ import annotations
 import optuna
 import torch
 
+from georag.config import config_value
 from georag.rerank.registry import is_retriever, make_method
 from train.losses import ndcg_at_k
 from train.pools import Pool
@@ -78,7 +79,7 @@ def tune(
     if trials < 1:
         raise ValueError(f"trials must be positive, got {trials}")
     defaults = {
-        name: min(max(float(getattr(reranker.config, name)), low), high)
+        name: min(max(float(config_value(reranker.config, name)), low), high)
         for name, (low, high, _) in space.items()
     }
 

@@ -30,7 +30,7 @@ except ImportError as err:  # pragma: no cover - depends on the installed extras
 from georag.batch import CandidateBatch
 from georag.data.beir import BeirDataset
 from georag.eval.trec import read_run, stream_run, write_run, write_run_text
-from georag.rerank.base import Reranker
+from georag.rerank.base import PoolReranker
 from georag.resources import DEFAULT_MODEL
 from georag.retrieval.candidates import corpus_embeddings
 from georag.retrieval.encoder import TextEncoder
@@ -115,7 +115,7 @@ class _ShardStream(IterableDataset):
 
 
 class _RerankModule(pl.LightningModule):
-    def __init__(self, reranker: Reranker, top_k: int | None, encoder: TextEncoder) -> None:
+    def __init__(self, reranker: PoolReranker, top_k: int | None, encoder: TextEncoder) -> None:
         super().__init__()
         self.reranker, self.top_k, self.encoder = reranker, top_k, encoder
 
@@ -157,7 +157,7 @@ def _merge(out: Path) -> int:
 def rerank_run_file(
     run_path: str | os.PathLike,
     dataset: BeirDataset,
-    reranker: Reranker,
+    reranker: PoolReranker,
     out: str | os.PathLike,
     *,
     batch_size: int = 256,
@@ -177,7 +177,7 @@ def rerank_run_file(
         Input TREC run (the first stage); at most ``top_m`` candidates per query are used.
     dataset : BeirDataset
         Gives the query and document texts; document embeddings come from the cache.
-    reranker : Reranker
+    reranker : PoolReranker
     out : path
         Output TREC run; shards live in ``<out>.shards/``.
     devices, strategy, accelerator

@@ -17,7 +17,7 @@ from georag.eval.metrics import per_query
 from georag.eval.stats import annotate
 from georag.eval.timing import median_single_ms, timed
 from georag.eval.trec import write_run
-from georag.rerank.base import Reranker
+from georag.rerank.base import PoolReranker
 from georag.rerank.registry import config_class, is_retriever, make_reranker
 from georag.resources import DEFAULT_MODEL, default_cache_dir
 from georag.retrieval.candidates import FirstStage, FirstStageConfig
@@ -98,7 +98,7 @@ def _progress(method: object, total: int, batch_size: int) -> tqdm:
     )
 
 
-def _apply(reranker: Reranker, batch: CandidateBatch, batch_size: int) -> RerankResult:
+def _apply(reranker: PoolReranker, batch: CandidateBatch, batch_size: int) -> RerankResult:
     parts = []
     with _progress(reranker, batch.batch_size, batch_size) as bar:
         for start in range(0, batch.batch_size, batch_size):

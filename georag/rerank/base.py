@@ -1,14 +1,15 @@
 """The method contract: the two protocols every registered method follows.
 
-A pool :class:`Reranker` maps a :class:`~georag.batch.CandidateBatch` to a
+A :class:`PoolReranker` maps a :class:`~georag.batch.CandidateBatch` to a
 :class:`~georag.batch.RerankResult`; a corpus-level :class:`Retriever` is fitted on a
 :class:`~georag.batch.Corpus` and ranks its rows for a :class:`~georag.batch.QueryBatch`.
-The data types themselves live in :mod:`georag.batch`, the bottom module.
+The data types themselves live in :mod:`georag.batch`, the bottom module. (The text API's
+:class:`georag.Reranker` is another thing: it ranks strings with a whole pipeline.)
 """
 
 from __future__ import annotations
 
-from typing import Protocol, runtime_checkable
+from typing import ClassVar, Protocol, runtime_checkable
 
 from georag.batch import (
     CandidateBatch,
@@ -17,11 +18,11 @@ from georag.batch import (
     RerankResult,
 )
 
-__all__ = ["IdentityReranker", "Reranker", "Retriever"]
+__all__ = ["CorpusRetriever", "IdentityReranker", "PoolReranker", "Retriever"]
 
 
 @runtime_checkable
-class Reranker(Protocol):
+class PoolReranker(Protocol):
     """Anything that maps a :class:`CandidateBatch` to a :class:`RerankResult`.
 
     A reranker never mutates its input, holds no global state and is deterministic.
@@ -30,15 +31,6 @@ class Reranker(Protocol):
     name: str
 
     def __call__(self, batch: CandidateBatch) -> RerankResult: ...
-
-
-class IdentityReranker:
-    """Keeps the first-stage order: scores are the first-stage scores."""
-
-    name = "none"
-
-    def __call__(self, batch: CandidateBatch) -> RerankResult:
-        return RerankResult.from_scores(batch.scores.clone(), batch.mask.clone())
 
 
 @runtime_checkable
@@ -58,3 +50,29 @@ class Retriever(Protocol):
     def row_ids(self) -> list[str]: ...
 
     def retrieve(self, queries: QueryBatch, *, top_k: int) -> RerankResult: ...
+
+
+class CorpusRetriever:
+    """Base of the built-in corpus-level retrievers: called on a candidate pool, it says
+    so in one line, naming its own entry points and the pool variant of the method."""
+
+    name: ClassVar[str]
+    #: registry name of the method's pool reranker ("" for none)
+    pool_variant: ClassVar[str] = ""
+
+    def __call__(self, batch: CandidateBatch) -> RerankResult:
+        variant = f", or rerank a pool with {self.pool_variant!r}" if self.pool_variant else ""
+        raise ValueError(
+            f"{self.name}: ranks a whole corpus, not a candidate pool: "
+            f"call fit(corpus) then retrieve(queries, top_k=...){variant}"
+        )
+
+
+class IdentityReranker:
+    """Keeps the first-stage order: scores are the first-stage scores."""
+
+    name = "none"
+    config_class = None
+
+    def __call__(self, batch: CandidateBatch) -> RerankResult:
+        return RerankResult.from_scores(batch.scores.clone(), batch.mask.clone())

@@ -19,6 +19,7 @@ import torch
 
 from georag._io import safe_extract, temp_folder
 from georag.batch import CandidateBatch, RerankResult
+from georag.rerank.registry import register
 
 __all__ = ["BiEncoderConfig", "BiEncoderReranker", "mpnet_from_pypi_parts"]
 
@@ -95,6 +96,7 @@ class BiEncoderConfig:
             raise ValueError(f"batch_size must be positive, got {self.batch_size}")
 
 
+@register
 class BiEncoderReranker:
     """Scores each kept candidate by ``cos(E(query text), E(candidate text))``.
 
@@ -104,6 +106,7 @@ class BiEncoderReranker:
     """
 
     name = "bi"
+    config_class = BiEncoderConfig
 
     def __init__(self, config: BiEncoderConfig | None = None, *, encoder: object = None) -> None:
         self.config = config or BiEncoderConfig()

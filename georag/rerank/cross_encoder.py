@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import torch
 
 from georag.batch import CandidateBatch, RerankResult
+from georag.rerank.registry import register
 from georag.resources import resolve_model_path
 from georag.retrieval.encoder import default_device
 
@@ -22,6 +23,7 @@ class CrossEncoderConfig:
     max_length: int = 512
 
 
+@register
 class CrossEncoderReranker:
     """Scores each kept (query, candidate) pair with a sequence-classification model.
 
@@ -38,6 +40,7 @@ class CrossEncoderReranker:
     """
 
     name = "ce"
+    config_class = CrossEncoderConfig
 
     def __init__(
         self,

@@ -26,12 +26,15 @@ import torch
 from georag.batch import CandidateBatch, Corpus, QueryBatch, RerankResult
 from georag.geometry.hyperbolic import hybrid_scores
 from georag.models.hyte import HyTEConfig
-from georag.rerank.diffusion import top_m_mask
+from georag.rerank.base import CorpusRetriever
+from georag.rerank.pool import top_m_mask
+from georag.rerank.registry import register
 from georag.retrieval.cache import content_hash
 
 __all__ = ["HyTEConfig", "HyTEReranker", "HyTERetriever", "hybrid_scores"]
 
 
+@register
 class HyTEReranker:
     """Re-scores the top ``config.top_m`` candidates of a pool with the HyTE-H hybrid score.
 
@@ -55,6 +58,7 @@ class HyTEReranker:
     """
 
     name = "hyte_rescore"
+    config_class = HyTEConfig
 
     def __init__(self, config: HyTEConfig | None = None, *, encoder=None) -> None:
         from georag.models.hyte import HyTEEncoder
@@ -112,7 +116,8 @@ class HyTEReranker:
         return RerankResult.from_scores(scores, mask)
 
 
-class HyTERetriever:
+@register
+class HyTERetriever(CorpusRetriever):
     """HyTE-H as the paper runs it: BM25 top-``top_m`` over the corpus, then the hybrid score.
 
     :meth:`fit` chunks the corpus (W=300, O=60 words), encodes every chunk into a Lorentz
@@ -126,6 +131,8 @@ class HyTERetriever:
     """
 
     name = "hyte"
+    config_class = HyTEConfig
+    pool_variant = "hyte_rescore"
 
     def __init__(self, config: HyTEConfig | None = None) -> None:
         self.config = config or HyTEConfig()

@@ -1,10 +1,12 @@
 """The base of every learnable reranker: knobs as parameters, scores under autograd.
 
 A learnable reranker is a :class:`torch.nn.Module` that is also a
-:class:`~georag.rerank.base.Reranker`: called on a :class:`CandidateBatch` it returns a
+:class:`~georag.rerank.base.PoolReranker`: called on a :class:`CandidateBatch` it returns a
 :class:`RerankResult`. Its parameters are the knobs of a fixed method (parameterised by
-:mod:`georag.models.knobs` so that they stay valid), initialised at the paper's defaults so
-that an untrained learnable reranker gives the fixed method's scores, plus a fusion
+:mod:`georag.models.knobs` so that they stay valid), initialised from the fixed method's
+config (the learned config's ``fixed`` field) and passed to the same scoring function the
+fixed method calls with numbers, so that an untrained learnable reranker gives the fixed
+method's scores, plus a fusion
 weight on the first-stage score (0 at start) and, optionally, a learned linear map of the
 embeddings (the identity at start).
 
@@ -27,7 +29,7 @@ the file.
 from __future__ import annotations
 
 import os
-from dataclasses import fields, replace
+from dataclasses import asdict, replace
 from typing import Any, ClassVar
 
 import torch
@@ -35,6 +37,7 @@ from torch import nn
 
 from georag._io import ArtifactError, load_torch, save_torch, sha256_file
 from georag.batch import CandidateBatch, RerankResult
+from georag.config import config_from_mapping
 
 __all__ = ["LearnableReranker", "WEIGHTS_FORMAT", "load_weights"]
 
@@ -45,8 +48,10 @@ class LearnableReranker(nn.Module):
     """Base class; see the module docstring.
 
     Subclasses set ``name``, ``config_class``, ``fixed_method`` and ``search_space``
-    (whose keys are config fields) and build their knobs in ``__init__``
-    after calling ``super().__init__(config)``, then call :meth:`_load_if_given`.
+    (whose keys are config fields, dotted for the ``fixed`` config's: ``fixed.alpha``) and
+    build their knobs in ``__init__`` after calling ``super().__init__(config)``, then call
+    :meth:`_load_if_given`; they are registered with
+    :func:`~georag.rerank.registry.register`.
 
     Parameters
     ----------
@@ -65,7 +70,8 @@ class LearnableReranker(nn.Module):
         super().__init__()
         if config.weights is not None:
             saved = load_weights(config.weights, self.name)
-            config = replace(self.config_class(**saved["config"]), weights=config.weights)
+            stored = config_from_mapping(self.config_class, saved["config"], where="weights")
+            config = replace(stored, weights=config.weights)
             self._pending = saved["state_dict"]
         else:
             self._pending = None
@@ -111,7 +117,7 @@ class LearnableReranker(nn.Module):
     def save(self, path: str | os.PathLike) -> str:
         """Write config and weights to ``path`` atomically (sealed with a SHA-256 manifest,
         :func:`georag._io.save_torch`); returns the file's SHA-256."""
-        config = {f.name: getattr(self.config, f.name) for f in fields(self.config)}
+        config = asdict(self.config)
         config["weights"] = None
         state = {k: v.detach().cpu() for k, v in self.state_dict().items()}
         save_torch(

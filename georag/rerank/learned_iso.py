@@ -1,8 +1,8 @@
 """Learnable ISO-RAG: Cheeger-pruned local PageRank with trained knobs, a corpus retriever.
 
-The fixed method (:class:`~georag.rerank.iso_rag.IsoRag`, ISO-RAG, isoperimetric control
+The fixed method (:class:`~georag.rerank.iso.IsoRag`, ISO-RAG, isoperimetric control
 of graph-based RAG) fixes its numbers by hand. Here the continuous ones are parameters,
-initialised at :class:`~georag.rerank.iso_rag.IsoRagConfig`'s defaults and kept valid by
+initialised at :class:`~georag.rerank.iso.IsoRagConfig`'s defaults and kept valid by
 their parameterisation (:mod:`georag.models.knobs`):
 
 * ``damping`` (0.5) in (0, 1), through a sigmoid: PPR's probability of following an edge;
@@ -48,17 +48,11 @@ from georag.batch import Corpus, QueryBatch, RerankResult
 from georag.geometry.cheeger import local_cheeger_ratio, pruning_scores
 from georag.geometry.diffusion import personalized_pagerank
 from georag.models.knobs import EmbeddingMap, Interval, Positive
-from georag.rerank.iso_rag import (
-    IsoRag,
-    IsoRagConfig,
-    corpus_graph,
-    fixed_radius,
-    head_radius,
-    local_candidate_graph,
-)
+from georag.rerank.iso import IsoRag, IsoRagConfig, fixed_radius, head_radius
 from georag.rerank.learned import LearnableReranker
-from georag.rerank.pipeline import top_k_mask
-from georag.retrieval.passage_graph import PassageGraph
+from georag.rerank.pool import top_k_mask
+from georag.rerank.registry import register
+from georag.retrieval.passage_graph import PassageGraph, corpus_graph, local_candidate_graph
 
 __all__ = ["LearnedIsoConfig", "LearnedIso"]
 
@@ -72,7 +66,7 @@ class LearnedIsoConfig:
     Parameters
     ----------
     num_seeds, max_nodes, topological, volume, sweep_size, tol, head
-        As :class:`~georag.rerank.iso_rag.IsoRagConfig` (fixed, not trained).
+        As :class:`~georag.rerank.iso.IsoRagConfig` (fixed, not trained).
     max_iter : int
         Power-iteration cap; looser than IsoRag's (a learned damping near 1 needs more
         steps). Where IsoRag converges it stops at the same step, so the scores agree.
@@ -128,6 +122,7 @@ class LearnedIsoConfig:
         return IsoRagConfig(**{**shared, **knobs})
 
 
+@register
 class LearnedIso(LearnableReranker):
     """ISO-RAG with learned damping, fusion, pruning threshold and topological weight.
 

@@ -15,6 +15,7 @@ import torch
 from georag.batch import CandidateBatch
 from georag.models.knobs import EmbeddingMap, Real
 from georag.rerank.learned import LearnableReranker
+from georag.rerank.registry import register
 
 __all__ = ["LearnedMapConfig", "LearnedMap"]
 
@@ -36,6 +37,7 @@ class LearnedMapConfig:
     weights: str | None = None
 
 
+@register
 class LearnedMap(LearnableReranker):
     """Cosine under a learned linear map of the embeddings (no graph)."""
 

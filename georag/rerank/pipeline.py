@@ -4,33 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import torch
-
 from georag.batch import CandidateBatch, RerankResult
-from georag.rerank.base import Reranker
+from georag.rerank.base import PoolReranker
+from georag.rerank.pool import top_k_mask
 
-__all__ = ["RerankPipeline", "top_k_mask"]
-
-
-def top_k_mask(scores: torch.Tensor, keep: torch.Tensor, k: int) -> torch.Tensor:
-    """The ``k`` best kept candidates of each row.
-
-    Parameters
-    ----------
-    scores : torch.Tensor, shape (B, M)
-    keep : torch.Tensor, shape (B, M), bool
-
-    Returns
-    -------
-    torch.Tensor, shape (B, M), bool
-    """
-    if k <= 0:
-        raise ValueError(f"top_k must be positive, got {k}")
-    k = min(k, scores.shape[1])
-    order = scores.masked_fill(~keep, float("-inf")).topk(k, dim=1).indices
-    mask = torch.zeros_like(keep)
-    mask.scatter_(1, order, True)
-    return mask & keep
+__all__ = ["RerankPipeline"]
 
 
 class RerankPipeline:
@@ -41,12 +19,12 @@ class RerankPipeline:
 
     Parameters
     ----------
-    stages : sequence of Reranker
+    stages : sequence of PoolReranker
     top_k : int, optional
         Keep only the best ``top_k`` at the end.
     """
 
-    def __init__(self, stages: Sequence[Reranker], *, top_k: int | None = None) -> None:
+    def __init__(self, stages: Sequence[PoolReranker], *, top_k: int | None = None) -> None:
         if not stages:
             raise ValueError("stages: a pipeline needs at least one stage")
         self.stages = list(stages)

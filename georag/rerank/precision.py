@@ -14,7 +14,7 @@ from dataclasses import replace
 import torch
 
 from georag.batch import CandidateBatch, RerankResult
-from georag.rerank.base import Reranker
+from georag.rerank.base import PoolReranker
 
 __all__ = ["Float32Compute", "HALF_DTYPES"]
 
@@ -26,11 +26,11 @@ class Float32Compute:
 
     Parameters
     ----------
-    stage : Reranker
+    stage : PoolReranker
         The wrapped method (``.stage``); its ``name`` and ``config`` are this object's.
     """
 
-    def __init__(self, stage: Reranker) -> None:
+    def __init__(self, stage: PoolReranker) -> None:
         self.stage = stage
         self.name = stage.name
         self.config = getattr(stage, "config", None)

@@ -1,7 +1,13 @@
 """Every method by name: pool rerankers and corpus-level retrievers, one registry.
 
-Each name maps to a class built as ``cls(config)`` from its config dataclass; the class'
-``name`` is its key. Pool rerankers (:class:`~georag.rerank.base.Reranker`) take a
+A method is a class built as ``cls(config)`` from its config dataclass ``cls.config_class``
+(None: it takes no options) and registered under ``cls.name`` by the :func:`register`
+decorator in its own module. The built-in method modules are imported on the first lookup
+that needs them (:data:`METHOD_MODULES`, in order, until the name is found); another
+package registers its methods by importing a module that applies :func:`register`, or lazily
+with :func:`register_module`.
+
+Pool rerankers (:class:`~georag.rerank.base.PoolReranker`) take a
 :class:`~georag.batch.CandidateBatch` and compose with ``+`` into a
 :class:`~georag.rerank.pipeline.RerankPipeline` (``ricci+ce``); corpus-level retrievers
 (:class:`~georag.rerank.base.Retriever`: ``iso``, ``ppr_global``, ``hyte``) index a
@@ -11,16 +17,17 @@ Each name maps to a class built as ``cls(config)`` from its config dataclass; th
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 
 from georag.config import config_from_mapping, parse_value
-from georag.rerank.base import Reranker, Retriever
+from georag.rerank.base import CorpusRetriever, IdentityReranker, PoolReranker, Retriever
 from georag.rerank.pipeline import RerankPipeline
 from georag.rerank.precision import Float32Compute
 
 __all__ = [
+    "METHOD_MODULES",
     "available_methods",
     "config_class",
     "is_retriever",
@@ -28,94 +35,109 @@ __all__ = [
     "make_reranker",
     "parse_option",
     "register",
+    "register_module",
 ]
 
-# name -> (module, class, config class or None)
-_METHODS: dict[str, tuple[str, str, str | None]] = {
-    "none": ("georag.rerank.base", "IdentityReranker", None),
-    "ce": ("georag.rerank.cross_encoder", "CrossEncoderReranker", "CrossEncoderConfig"),
-    "bi": ("georag.rerank.bi_encoder", "BiEncoderReranker", "BiEncoderConfig"),
-    "diffusion": ("georag.rerank.diffusion", "DiffusionReranker", "DiffusionConfig"),
-    "maniscope": ("georag.rerank.maniscope", "Maniscope", "ManiscopeConfig"),
-    "ricci": ("georag.rerank.ricci_filtration", "RicciFiltration", "RicciFiltrationConfig"),
-    "hyte_rescore": ("georag.rerank.hyte", "HyTEReranker", "HyTEConfig"),
-    "hyte": ("georag.rerank.hyte", "HyTERetriever", "HyTEConfig"),
-    "iso": ("georag.rerank.iso_rag", "IsoRag", "IsoRagConfig"),
-    "ppr_global": ("georag.rerank.iso_rag", "GlobalPPR", "GlobalPPRConfig"),
-    "learned_diffusion": (
-        "georag.rerank.learned_diffusion",
-        "LearnedDiffusion",
-        "LearnedDiffusionConfig",
-    ),
-    "learned_maniscope": (
-        "georag.rerank.learned_maniscope",
-        "LearnedManiscope",
-        "LearnedManiscopeConfig",
-    ),
-    "learned_map": ("georag.rerank.learned_map", "LearnedMap", "LearnedMapConfig"),
-    "learned_ricci": ("georag.rerank.learned_ricci", "LearnedRicci", "LearnedRicciConfig"),
-    "learned_iso": ("georag.rerank.learned_iso", "LearnedIso", "LearnedIsoConfig"),
-}
+#: Modules that register methods, imported on demand (cheapest first).
+METHOD_MODULES = [
+    "georag.rerank.diffusion",
+    "georag.rerank.maniscope",
+    "georag.rerank.learned_map",
+    "georag.rerank.cross_encoder",
+    "georag.rerank.bi_encoder",
+    "georag.rerank.hyte",
+    "georag.rerank.ricci_filtration",
+    "georag.rerank.iso",
+    "georag.rerank.ppr_global",
+    "georag.rerank.dense",
+    "georag.rerank.learned_iso",
+]
+_METHODS: dict[str, type] = {}
+_imported: set[str] = set()
+
+C = TypeVar("C", bound=type)
 
 
-def register(name: str, module: str, cls: str, config: str | None) -> None:
-    """Make ``name`` resolve to ``module.cls`` configured by ``module.config``.
+def register(cls: C) -> C:
+    """Class decorator: make ``cls.name`` build ``cls(cls.config_class(...))``.
 
-    ``cls.name`` must equal ``name`` (checked when the method is first built).
+    The class sets ``name`` and ``config_class`` (None for a method without options). A
+    second class under a taken name is an error.
     """
-    _METHODS[name] = (module, cls, config)
+    name = getattr(cls, "name", None)
+    if not isinstance(name, str) or not name or "+" in name:
+        raise ValueError(f"methods: {cls.__qualname__}.name must be a name without '+'")
+    if not hasattr(cls, "config_class"):
+        raise ValueError(f"methods: {cls.__qualname__} sets no config_class (None: no options)")
+    taken = _METHODS.get(name)
+    if taken is not None and taken.__qualname__ != cls.__qualname__:
+        raise ValueError(f"methods: {name!r} is taken by {taken.__module__}.{taken.__qualname__}")
+    _METHODS[name] = cls
+    return cls
 
 
-def available_methods() -> list[str]:
-    """Method names whose modules import in this installation."""
-    names = []
-    for name, (module, _, _) in _METHODS.items():
+register(IdentityReranker)
+
+
+def register_module(module: str) -> None:
+    """Import ``module`` (which registers its methods) on the next lookup of an unknown name."""
+    if module not in METHOD_MODULES:
+        METHOD_MODULES.append(module)
+
+
+def _import_until(name: str | None) -> None:
+    """Import the method modules in turn until ``name`` is registered (None: all of them);
+    a module that does not import in this installation is skipped."""
+    for module in METHOD_MODULES:
+        if name is not None and name in _METHODS:
+            return
+        if module in _imported:
+            continue
+        _imported.add(module)
         try:
             importlib.import_module(module)
         except ImportError:
             continue
-        names.append(name)
-    return names
 
 
-def _lookup(name: str) -> tuple[type, type | None]:
+def available_methods() -> list[str]:
+    """Method names whose modules import in this installation."""
+    _import_until(None)
+    return list(_METHODS)
+
+
+def _lookup(name: str) -> type:
+    _import_until(name)
     if name not in _METHODS:
         raise ValueError(f"methods: unknown method {name!r} (known: {', '.join(_METHODS)})")
-    module_name, cls_name, config_name = _METHODS[name]
-    module = importlib.import_module(module_name)
-    cls = getattr(module, cls_name)
-    if getattr(cls, "name", None) != name:
-        raise ValueError(
-            f"methods: {module_name}.{cls_name}.name is "
-            f"{getattr(cls, 'name', None)!r}, not its registry key {name!r}"
-        )
-    return cls, None if config_name is None else getattr(module, config_name)
+    return _METHODS[name]
 
 
 def config_class(name: str) -> type | None:
     """The config dataclass of method ``name`` (None for a method without options)."""
-    return _lookup(name)[1]
+    return _lookup(name).config_class
 
 
 def is_retriever(method: object) -> bool:
     """Whether ``method`` (an instance, a class or a spec) is a corpus-level retriever (has
     ``fit`` and ``retrieve``) rather than a pool reranker (is called on a batch).
 
-    ``torch.nn.Module.__call__`` (which every module has, and which runs ``forward``) does
-    not make a pool reranker: a module with ``fit`` and ``retrieve`` (``learned_iso``) is a
-    retriever unless a class of its own defines ``__call__``."""
+    ``torch.nn.Module.__call__`` (which every module has, and which runs ``forward``) and
+    :class:`~georag.rerank.base.CorpusRetriever`'s (which only reports the misuse) do not
+    make a pool reranker: a class with ``fit`` and ``retrieve`` is a retriever unless a
+    class of its own defines ``__call__``."""
     if isinstance(method, str):
         if "+" in method:
             return False
-        method = _lookup(method.strip())[0]
+        method = _lookup(method.strip())
     kinds = (method if isinstance(method, type) else type(method)).__mro__
-    own = [k for k in kinds if k is not torch.nn.Module]
+    own = [k for k in kinds if k not in (torch.nn.Module, CorpusRetriever)]
     return all(any(attr in vars(k) for k in kinds) for attr in ("fit", "retrieve")) and not any(
         "__call__" in vars(k) for k in own
     )
 
 
-def make_method(name: str, options: dict[str, Any] | None = None) -> Reranker | Retriever:
+def make_method(name: str, options: dict[str, Any] | None = None) -> PoolReranker | Retriever:
     """Build one method, ``cls(config_cls(**options))``.
 
     Parameters
@@ -123,15 +145,16 @@ def make_method(name: str, options: dict[str, Any] | None = None) -> Reranker | 
     name : str
         A registry key (see :func:`available_methods`).
     options : dict, optional
-        Overrides of the method's config fields, checked against their types.
+        Overrides of the method's config fields, checked against their types (a nested
+        config's field by a dotted key, ``fixed.alpha``).
     """
-    cls, config_cls = _lookup(name)
+    cls = _lookup(name)
     options = dict(options or {})
-    if config_cls is None:
+    if cls.config_class is None:
         if options:
             raise ValueError(f"{name}: takes no options, got {sorted(options)}")
         return cls()
-    return cls(config_from_mapping(config_cls, options, where=f"{name} options"))
+    return cls(config_from_mapping(cls.config_class, options, where=f"{name} options"))
 
 
 def parse_option(name: str, key: str, text: str) -> Any:
@@ -147,7 +170,7 @@ def parse_option(name: str, key: str, text: str) -> Any:
 
 def make_reranker(
     spec: str, options: dict[str, dict] | None = None, **overrides: Any
-) -> Reranker | Retriever:
+) -> PoolReranker | Retriever:
     """Build a method from ``spec`` such as ``"none"``, ``"iso"`` or ``"ricci+ce"``.
 
     Parameters

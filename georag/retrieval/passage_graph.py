@@ -33,6 +33,7 @@ import torch
 from torch_geometric.utils import degree, to_undirected
 
 from georag._io import atomic_write
+from georag.batch import Corpus
 from georag.geometry.diffusion import edge_index_to_csr
 from georag.retrieval.cache import content_hash
 from georag.retrieval.dense import DenseIndex
@@ -41,6 +42,8 @@ __all__ = [
     "PassageGraphConfig",
     "PassageGraph",
     "build_passage_graph",
+    "corpus_graph",
+    "local_candidate_graph",
     "entity_strings",
     "topological_edges",
     "semantic_edges",
@@ -362,3 +365,84 @@ def _load(path: Path, n: int) -> PassageGraph | None:
         torch.from_numpy(arrays["semantic"]),
         torch.from_numpy(arrays["topological"]),
     )
+
+
+def corpus_graph(corpus: Corpus) -> PassageGraph:
+    """The passage graph of ``corpus`` (cached under ``corpus.cache_dir/graphs``)."""
+    cache = None if corpus.cache_dir is None else Path(corpus.cache_dir) / "graphs"
+    return build_passage_graph(corpus.embeddings, corpus.titles, corpus.texts, cache_dir=cache)
+
+
+def _csr_rows(
+    csr: tuple[torch.Tensor, torch.Tensor, torch.Tensor], rows: torch.Tensor, valid: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The entries of the CSR rows ``rows`` (flattened, shape (R,)) where ``valid``.
+
+    ``csr`` is ``(crow_indices, col_indices, values)`` as plain tensors (indexing the views
+    of a sparse tensor's members takes a much slower path). Returns ``(owner, col, value)``:
+    for every stored entry of a valid row, the position of that row in ``rows``, its
+    column and its value.
+    """
+    crow, cols, values = csr
+    start = crow[rows]
+    count = (crow[rows + 1] - start) * valid
+    total = int(count.sum())
+    owner = torch.repeat_interleave(
+        torch.arange(rows.numel(), device=rows.device), count, output_size=total
+    )
+    first = (count.cumsum(0) - count)[owner]
+    entry = start[owner] + torch.arange(total, device=rows.device) - first
+    return owner, cols[entry], values[entry]
+
+
+def local_candidate_graph(
+    csr: torch.Tensor, similarity: torch.Tensor, seeds: torch.Tensor, *, max_nodes: int
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Seeds and their neighbours, as padded dense local graphs.
+
+    Parameters
+    ----------
+    csr : torch.Tensor, sparse CSR, shape (N, N)
+        Symmetric corpus weight matrix.
+    similarity : torch.Tensor, shape (B, N)
+        Cosine of each query to each passage.
+    seeds : torch.Tensor, shape (B, S), long
+    max_nodes : int
+        M; when seeds and neighbours exceed it, neighbours are kept by similarity.
+
+    Returns
+    -------
+    nodes : torch.Tensor, shape (B, M), long
+        Corpus rows of the local nodes, seeds first (``0`` in padded slots).
+    mask : torch.Tensor, shape (B, M), bool
+    weights : torch.Tensor, shape (B, M, M)
+        The induced subgraph's weights (0 on padding).
+    """
+    b, n = similarity.shape
+    s = seeds.shape[1]
+    m = min(max_nodes, n)
+    device = similarity.device
+    parts = (csr.crow_indices().clone(), csr.col_indices().clone(), csr.values().clone())
+    member = torch.zeros(b, n, dtype=torch.bool, device=device)
+    owner, col, _ = _csr_rows(
+        parts, seeds.reshape(-1), torch.ones(b * s, dtype=torch.bool, device=device)
+    )
+    member[owner // s, col] = True  # neighbours of a seed
+    key = torch.where(member, similarity, -torch.inf)
+    key.scatter_(1, seeds, similarity.gather(1, seeds) + 3.0)  # seeds first
+    best, nodes = key.topk(m, dim=1)
+    mask = best > -torch.inf
+    nodes = nodes.masked_fill(~mask, 0)
+    # local position of every corpus row, -1 when not in the local graph
+    position = torch.full((b, n), -1, dtype=torch.long, device=device)
+    local = torch.arange(m, device=device).expand(b, m)
+    rows = torch.arange(b, device=device)[:, None].expand(b, m)
+    position[rows[mask], nodes[mask]] = local[mask]
+    # the CSR rows of every local node, keeping the columns that are local
+    owner, col, val = _csr_rows(parts, nodes.reshape(-1), mask.reshape(-1))
+    qb, qi = owner // m, owner % m
+    qj = position[qb, col]
+    keep = qj >= 0
+    weights = torch.zeros(b, m, m, dtype=csr.dtype, device=device)
+    weights[qb[keep], qi[keep], qj[keep]] = val[keep]
+    return nodes, mask, weights

@@ -4,8 +4,9 @@ import pytest
 import torch
 
 from georag.batch import CandidateBatch, RerankResult
-from georag.rerank.base import IdentityReranker, Reranker
-from georag.rerank.pipeline import RerankPipeline, top_k_mask
+from georag.rerank.base import IdentityReranker, PoolReranker
+from georag.rerank.pipeline import RerankPipeline
+from georag.rerank.pool import top_k_mask
 from georag.rerank.registry import available_methods, make_reranker
 
 
@@ -51,7 +52,7 @@ def test_padding_may_hold_garbage():
 def test_identity_and_run():
     batch = make_batch()
     result = IdentityReranker()(batch)
-    assert isinstance(IdentityReranker(), Reranker)
+    assert isinstance(IdentityReranker(), PoolReranker)
     assert torch.equal(result.keep, batch.mask)
     assert result.scores[1, 3] == -math.inf
     run = result.to_run(batch)

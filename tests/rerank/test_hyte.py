@@ -8,7 +8,7 @@ import torch
 from georag.batch import CandidateBatch
 from georag.geometry.hyperbolic import add_time, hybrid_scores, lorentz_inner
 from georag.models.hyte import HyTEEncoder
-from georag.rerank.base import Reranker
+from georag.rerank.base import PoolReranker
 from georag.rerank.hyte import HyTEConfig, HyTEReranker
 
 
@@ -75,7 +75,7 @@ def reranker() -> HyTEReranker:
 
 
 def test_reranker_on_a_candidate_batch(reranker):
-    assert isinstance(reranker, Reranker) and reranker.name == "hyte_rescore"
+    assert isinstance(reranker, PoolReranker) and reranker.name == "hyte_rescore"
     queries = ["dogs and cats", "tree embeddings"]
     cands = [
         ["cats are pets", "dogs bark", "stock markets", ""],

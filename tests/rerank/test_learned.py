@@ -8,7 +8,7 @@ import torch
 
 from georag.eval.synthetic import random_batch
 from georag.models.knobs import EmbeddingMap, Interval, Positive
-from georag.rerank.learned_diffusion import LearnedDiffusionConfig, safe_power
+from georag.rerank.diffusion import DiffusionConfig, LearnedDiffusionConfig, safe_power
 from georag.rerank.registry import make_method, make_reranker
 
 PAIRS = [
@@ -81,7 +81,7 @@ def test_knob_gradient_matches_finite_differences(learned, knob):
         np.random.default_rng(3), 3, 25, 6, dtype=torch.float64, unit=True, shuffle=True
     )
     reranker = make_method(
-        learned, {"dim": 6, "tol": 1e-13} if learned == "learned_diffusion" else {"dim": 6}
+        learned, {"dim": 6, "fixed.tol": 1e-13} if learned == "learned_diffusion" else {"dim": 6}
     ).train()
     weight = torch.randn(3, 25, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
 
@@ -174,7 +174,7 @@ def test_bad_weights_files(tmp_path):
 
 def test_bad_config():
     with pytest.raises(ValueError, match="damping"):
-        LearnedDiffusionConfig(damping=1.0)
+        LearnedDiffusionConfig(fixed=DiffusionConfig(damping=1.0))
     with pytest.raises(ValueError, match="length_scale"):
         make_reranker("learned_maniscope", {"learned_maniscope": {"length_scale": -1.0}})
     with pytest.raises(ValueError, match="unknown key"):

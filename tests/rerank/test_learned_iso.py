@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from georag.batch import Corpus, QueryBatch
-from georag.rerank.iso_rag import IsoRag, IsoRagConfig
+from georag.rerank.iso import IsoRag, IsoRagConfig
 from georag.rerank.learned_iso import LearnedIso, LearnedIsoConfig
 from georag.rerank.registry import is_retriever, make_method, make_reranker
 from georag.retrieval.passage_graph import build_passage_graph

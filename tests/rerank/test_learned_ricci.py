@@ -8,9 +8,13 @@ import pytest
 import torch
 
 from georag.eval.synthetic import random_batch
-from georag.rerank.learned_ricci import LearnedRicci, LearnedRicciConfig
 from georag.rerank.registry import make_reranker
-from georag.rerank.ricci_filtration import RicciFiltration, RicciFiltrationConfig
+from georag.rerank.ricci_filtration import (
+    LearnedRicci,
+    LearnedRicciConfig,
+    RicciFiltration,
+    RicciFiltrationConfig,
+)
 
 
 def batches():
@@ -40,7 +44,7 @@ def test_options_reach_the_fixed_method():
     batch = next(batches())
     options = {"alpha": 0.3, "exp_power": 1.0, "iterations": 5, "quantile": 0.4, "top_m": 10}
     fixed = RicciFiltration(RicciFiltrationConfig(**options))(batch)
-    learned = make_reranker("learned_ricci", {"learned_ricci": options})(batch)
+    learned = make_reranker("learned_ricci", {"learned_ricci": {"fixed": options}})(batch)
     assert torch.equal(learned.keep, fixed.keep)
 
 
@@ -48,7 +52,11 @@ def test_training_gradients_reach_every_knob():
     batch = random_batch(np.random.default_rng(1), 3, 12, 8)
     learned = LearnedRicci(
         LearnedRicciConfig(
-            embedding_map=True, dim=8, iterations=3, geometry_weight=0.1, length_power=0.5
+            fixed=RicciFiltrationConfig(iterations=3),
+            embedding_map=True,
+            dim=8,
+            geometry_weight=0.1,
+            length_power=0.5,
         )
     )
     learned.train()
@@ -66,7 +74,12 @@ def test_checkpointed_training_gives_the_same_gradients():
     grads = []
     for checkpoint in (False, True):
         learned = LearnedRicci(
-            LearnedRicciConfig(iterations=3, dim=6, checkpoint=checkpoint, geometry_weight=0.2)
+            LearnedRicciConfig(
+                fixed=RicciFiltrationConfig(iterations=3),
+                dim=6,
+                checkpoint=checkpoint,
+                geometry_weight=0.2,
+            )
         )
         learned.train()
         scores, ranked = learned.score(batch)
@@ -77,7 +90,7 @@ def test_checkpointed_training_gives_the_same_gradients():
 
 def test_bad_config_names_the_argument():
     with pytest.raises(ValueError, match="alpha"):
-        LearnedRicciConfig(alpha=1.0)
+        LearnedRicciConfig(fixed=RicciFiltrationConfig(alpha=1.0))
     with pytest.raises(ValueError, match="surgery_temperature"):
         LearnedRicciConfig(surgery_temperature=0.0)
 
@@ -87,7 +100,9 @@ def test_float32_training_gradients_are_finite_with_duplicates():
     batch = random_batch(np.random.default_rng(3), 4, 16, 8, dtype=torch.float32, padded=[(2, 5)])
     batch.cands[:, 1] = batch.cands[:, 0]
     batch.cands[:, 3] = batch.cands[:, 0]
-    learned = LearnedRicci(LearnedRicciConfig(dim=8, iterations=4, length_power=0.3))
+    learned = LearnedRicci(
+        LearnedRicciConfig(fixed=RicciFiltrationConfig(iterations=4), dim=8, length_power=0.3)
+    )
     learned.train()
     scores, ranked = learned.score(batch)
     torch.where(ranked, scores, 0.0).sum().backward()

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from test_hyte_train import _history  # same folder (rootdir-relative import)
 
 from georag.batch import RerankResult
+from georag.config import config_value
 from georag.eval.metrics import per_query
 from georag.eval.synthetic import random_batch
 from georag.rerank.registry import make_method
@@ -99,7 +100,7 @@ def _fit(module, pool, tmp_path, epochs=2):
 
 
 def test_nan_gradient_raises_before_the_weights_move(tmp_path):
-    module = LearnedRerankerModule("learned_maniscope", {"dim": 8, "k": 3})
+    module = LearnedRerankerModule("learned_maniscope", {"dim": 8, "fixed.k": 3})
     before = {k: v.clone() for k, v in module.state_dict().items()}
     module.reranker.alpha.raw.register_hook(lambda grad: grad * float("nan"))
     with pytest.raises(FloatingPointError, match="non-finite gradient in 'reranker.alpha.raw'"):
@@ -170,12 +171,12 @@ def test_tuning_starts_at_the_paper_defaults_and_never_ends_below(method):
     from train.tune import pool_ndcg, tune
 
     pool = labelled_pool(5, b=8, m=20)
-    options = {"dim": 8, "k": 3} if method == "learned_maniscope" else {"dim": 8}
+    options = {"dim": 8, "fixed.k": 3} if method == "learned_maniscope" else {"dim": 8}
     best, study = tune(method, pool, trials=6, options=options)
     first = study.trials[0]
     fixed = make_method(method, options)
     assert first.params["fusion"] == 1e-4 and all(
-        first.params[k] == getattr(fixed.config, k) for k in first.params if k != "fusion"
+        first.params[k] == config_value(fixed.config, k) for k in first.params if k != "fusion"
     )
     assert study.best_value >= first.value
     tuned = make_method(method, {**options, **best})
