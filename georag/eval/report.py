@@ -32,7 +32,8 @@ __all__ = [
 LEGEND = (
     "ms_per_query: median latency of one query alone (B=1, one CPU thread), this stage only; "
     "queries_per_s: throughput with the whole query set batched; first_stage_ms_per_query: "
-    "B=1 latency of the first stage; kept_mean: candidates kept per query."
+    "the first stage's time per query in its one batched run over all queries (query "
+    "embeddings given); kept_mean: candidates kept per query."
 )
 SIGNIFICANCE = (
     f"Metric cells: mean [95% percentile bootstrap interval over queries]; ▲ / ▼: better / "

@@ -137,18 +137,21 @@ def is_retriever(method: object) -> bool:
     )
 
 
-def make_method(name: str, options: dict[str, Any] | None = None) -> PoolReranker | Retriever:
+def make_method(name: str, options: dict[str, Any] | Any = None) -> PoolReranker | Retriever:
     """Build one method, ``cls(config_cls(**options))``.
 
     Parameters
     ----------
     name : str
         A registry key (see :func:`available_methods`).
-    options : dict, optional
+    options : dict or config, optional
         Overrides of the method's config fields, checked against their types (a nested
-        config's field by a dotted key, ``fixed.alpha``).
+        config's field by a dotted key, ``fixed.alpha``); or the method's config itself,
+        already checked (built once per run, e.g. by ``EvalConfig.resolved_options``).
     """
     cls = _lookup(name)
+    if cls.config_class is not None and isinstance(options, cls.config_class):
+        return cls(options)
     options = dict(options or {})
     if cls.config_class is None:
         if options:
@@ -178,7 +181,7 @@ def make_reranker(
     spec : str
         A method name, or pool-reranker names joined with ``+``.
     options : dict, optional
-        ``{stage name: {config field: value}}`` overrides.
+        ``{stage name: {config field: value}}`` overrides, or ``{stage name: config}``.
     **overrides
         Config fields of a single-stage ``spec`` (``make_reranker("maniscope", k=7)``).
     """
