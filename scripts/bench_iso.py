@@ -1,10 +1,10 @@
 """Latency: ISO-RAG's local Cheeger-pruned PPR against whole-graph PPR, side by side.
 
-Both start from the same query embeddings, seeds and passage graph; each timed call is
-the whole retrieval (cosine to the corpus, seeds, then for ISO-RAG: local graph
+Both start from the same query embeddings, sources and passage graph; each timed call is
+the whole retrieval (cosine to the corpus, sources, then for ISO-RAG: local graph
 extraction, local Cheeger ratios, pruning, dense batched PPR on (B, M, M); for the
 baseline: sparse CSR PPR over the whole corpus graph with B personalization columns).
-The PPR step alone is also timed on the same seeds and personalization: dense batched
+The PPR step alone is also timed on the same sources and personalization: dense batched
 power iteration on the pruned local graphs (B, M, M) against sparse CSR power iteration
 over the whole graph with B columns. Batched: all questions in one call (median of
 ``--repeats`` runs, reported per query).
@@ -46,7 +46,7 @@ def main() -> None:
         iso.volume.to(device),
     )
     glob = GlobalPPR(
-        GlobalPPRConfig(num_seeds=config.num_seeds, damping=0.5, topo_weight=config.topo_weight)
+        GlobalPPRConfig(num_sources=config.num_sources, damping=0.5, topo_weight=config.topo_weight)
     ).fit_graph(emb, p.graph)
     glob.csr = glob.csr.to(device)
     b = queries.shape[0]
@@ -56,7 +56,7 @@ def main() -> None:
     )
     print(f"ISO-RAG {config}")
     print(
-        f"whole-graph PPR: seeds={config.num_seeds}, damping=0.5, tol={glob.config.tol}, "
+        f"whole-graph PPR: sources={config.num_sources}, damping=0.5, tol={glob.config.tol}, "
         f"sparse CSR power iteration over all N nodes"
     )
     rows, results = [], {}
@@ -77,7 +77,7 @@ def main() -> None:
     t = iso.trace(queries)
     local_p = t.personalization
     whole_p = torch.zeros(b, p.graph.num_nodes, dtype=emb.dtype, device=device)
-    whole_p.scatter_(1, t.nodes[:, : config.num_seeds], local_p[:, : config.num_seeds])
+    whole_p.scatter_(1, t.nodes[:, : config.num_sources], local_p[:, : config.num_sources])
     whole_p = whole_p.T.contiguous()
 
     def local_ppr(rows: slice) -> None:

@@ -8,7 +8,7 @@ query (pytrec_eval through georag.eval.metrics), each with its 95% bootstrap int
 marks and p-values compare each reranker's per-query values with the dense order (paired
 randomization test, Holm-corrected across the rerankers; georag.eval.stats).
 
-The "easy" protocol is Maniscope's own (seed 001): per query, up to 3 relevant documents
+The "easy" protocol is Maniscope's own (its paper's): per query, up to 3 relevant documents
 plus 7 documents drawn at random (fixed seed) from those not judged relevant, scored by
 the same dense model. It is printed beside the hard pools to show the gap.
 
@@ -114,7 +114,7 @@ def run_dataset(name: str, data_dir: str | None, encoder: TextEncoder, pools: li
     ]
     rows = [(label, score(method, easy, dataset)) for label, method in methods]
     tables["easy"] = print_table(
-        f"[{name}] easy pool (seed 001 protocol): <= {EASY_RELEVANT} relevant + "
+        f"[{name}] easy pool (Maniscope's protocol): <= {EASY_RELEVANT} relevant + "
         f"{EASY_NEGATIVES} random negatives, seed {seed}",
         rows,
     )

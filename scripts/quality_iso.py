@@ -4,7 +4,7 @@ Data sets (pooled corpora, see georag.data.multihop): hotpotqa_dev500 (IRCoT), m
 (KAG) and musique_train100 (HippoRAG). The trained Poincare head is trained on
 musique_train100 only, so its rows on that set are marked "(train)" and are not results.
 
-Methods, all from the same seeds (top-s cosine) and the same passage graph:
+Methods, all from the same sources (top-s cosine) and the same passage graph:
   dense            top-k by cosine (all-MiniLM-L6-v2)
   ppr_global       HippoRAG-style PPR over the whole unpruned graph, damping 0.5, ranked by PPR
   ppr_global+mix   the same PPR, fused with cosine like ISO-RAG (lam)
@@ -128,13 +128,13 @@ def methods(
         ("dense", DenseRetriever().fit_embeddings(p.embeddings)),
         (
             "ppr_global",
-            ppr(GlobalPPRConfig(num_seeds=config.num_seeds, topo_weight=config.topo_weight)),
+            ppr(GlobalPPRConfig(num_sources=config.num_sources, topo_weight=config.topo_weight)),
         ),
         (
             "ppr_global+mix",
             ppr(
                 GlobalPPRConfig(
-                    num_seeds=config.num_seeds,
+                    num_sources=config.num_sources,
                     damping=config.damping,
                     lam=config.lam,
                     topo_weight=config.topo_weight,

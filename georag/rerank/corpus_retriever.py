@@ -58,11 +58,11 @@ def _check_corpus(embeddings: torch.Tensor, graph: PassageGraph) -> None:
         raise ValueError("embeddings hold NaN or inf")
 
 
-def _seeds(similarity: torch.Tensor, num_seeds: int) -> torch.Tensor:
+def _sources(similarity: torch.Tensor, num_sources: int) -> torch.Tensor:
     n = similarity.shape[1]
-    if num_seeds > n:
-        raise ValueError(f"num_seeds ({num_seeds}) is larger than the corpus ({n} passages)")
-    return similarity.topk(num_seeds, dim=1).indices
+    if num_sources > n:
+        raise ValueError(f"num_sources ({num_sources}) is larger than the corpus ({n} passages)")
+    return similarity.topk(num_sources, dim=1).indices
 
 
 def _topk(scores: torch.Tensor, rows: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:

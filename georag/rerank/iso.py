@@ -5,9 +5,9 @@ QA (read in a Japanese summary that names no title line, authors or arXiv id).
 
 For a batch of B queries, all at once:
 
-1. seeds: the top-``num_seeds`` passages by cosine similarity;
-2. the local candidate graph: seeds plus their neighbours in the corpus passage graph
-   (semantic k-NN and topological edges), at most ``max_nodes`` nodes (seeds first, then
+1. sources: the top-``num_sources`` passages by cosine similarity;
+2. the local candidate graph: sources plus their neighbours in the corpus passage graph
+   (semantic k-NN and topological edges), at most ``max_nodes`` nodes (sources first, then
    neighbours by cosine to the query), padded to (B, M, M);
 3. a volume proxy per node: its hyperbolic radius in the Poincare ball (fixed projection
    or the trained :class:`~georag.models.poincare.PoincareHead`), computed once per corpus;
@@ -15,7 +15,7 @@ For a batch of B queries, all at once:
    the edges that leave the local graph too) and the pruning score of each edge,
    ``|log h_u - log h_v|``; edges scoring above ``prune_threshold`` (hub to periphery
    shortcuts) are removed;
-5. deterministic personalized PageRank by power iteration from the seeds on the pruned
+5. deterministic personalized PageRank by power iteration from the sources on the pruned
    local graph (networkx semantics, :func:`georag.geometry.diffusion.personalized_pagerank`);
 6. the final score ``lam * PPR / max(PPR) + (1 - lam) * cosine``; the top-k local nodes
    are returned.
@@ -42,7 +42,7 @@ from georag.rerank.corpus_retriever import (
     _check_corpus,
     _check_query,
     _row_ids,
-    _seeds,
+    _sources,
     _topk,
 )
 from georag.rerank.registry import register
@@ -60,10 +60,10 @@ class IsoRagConfig:
 
     Attributes
     ----------
-    num_seeds : int
-        s, seed passages per query (top-s by cosine).
+    num_sources : int
+        s, source passages per query (top-s by cosine).
     max_nodes : int
-        M, the largest local candidate graph (seeds + neighbours by cosine to the query).
+        M, the largest local candidate graph (sources + neighbours by cosine to the query).
     topological : bool
         Use topological edges (False: the "without topological edges" ablation).
     topo_weight : float
@@ -86,7 +86,7 @@ class IsoRagConfig:
         the radii; ``None`` uses the fixed projection (:func:`fixed_radius`).
     """
 
-    num_seeds: int = 3
+    num_sources: int = 3
     max_nodes: int = 64
     topological: bool = True
     topo_weight: float = 0.5
@@ -100,11 +100,11 @@ class IsoRagConfig:
     head: str | None = None
 
     def __post_init__(self) -> None:
-        if self.num_seeds < 1:
-            raise ValueError(f"num_seeds must be at least 1, got {self.num_seeds}")
-        if self.max_nodes < self.num_seeds:
+        if self.num_sources < 1:
+            raise ValueError(f"num_sources must be at least 1, got {self.num_sources}")
+        if self.max_nodes < self.num_sources:
             raise ValueError(
-                f"max_nodes ({self.max_nodes}) must be >= num_seeds ({self.num_seeds})"
+                f"max_nodes ({self.max_nodes}) must be >= num_sources ({self.num_sources})"
             )
         if self.volume not in VOLUMES:
             raise ValueError(f"volume must be one of {VOLUMES}, got {self.volume!r}")
@@ -123,7 +123,7 @@ class IsoRagConfig:
 
 @dataclass(frozen=True)
 class IsoRagTrace:
-    """Intermediates of :meth:`IsoRag.trace`; local slots, seeds first.
+    """Intermediates of :meth:`IsoRag.trace`; local slots, sources first.
 
     Attributes
     ----------
@@ -140,7 +140,7 @@ class IsoRagTrace:
         The local graph after pruning.
     removed : torch.Tensor, shape (B, M, M), bool
     personalization : torch.Tensor, shape (B, M)
-        Seed weights (their cosine, clamped to >= 1e-6), 0 elsewhere.
+        Source weights (their cosine, clamped to >= 1e-6), 0 elsewhere.
     ppr : torch.Tensor, shape (B, M)
         PageRank on the pruned graph.
     similarity : torch.Tensor, shape (B, M)
@@ -260,9 +260,9 @@ class IsoRag(EmbeddingRetriever):
         _check_query(query, self.embeddings)
         cfg = self.config
         similarity = query.to(self.embeddings.dtype) @ self.embeddings.T
-        seeds = _seeds(similarity, cfg.num_seeds)
+        sources = _sources(similarity, cfg.num_sources)
         nodes, mask, weights = local_candidate_graph(
-            self.csr, similarity, seeds, max_nodes=cfg.max_nodes
+            self.csr, similarity, sources, max_nodes=cfg.max_nodes
         )
         volume = torch.where(mask, self.volume[nodes], 1.0)
         strength = torch.where(mask, self.strength[nodes], 0.0)
@@ -273,7 +273,7 @@ class IsoRag(EmbeddingRetriever):
         pruned, removed = self.prune(weights, scores)
         local_sim = similarity.gather(1, nodes)
         personalization = torch.zeros_like(local_sim)
-        s = cfg.num_seeds  # seeds occupy the first s local slots
+        s = cfg.num_sources  # sources occupy the first s local slots
         personalization[:, :s] = local_sim[:, :s].clamp_min(1e-6)
         # an edgeless (fully pruned) graph is all dangling nodes: PPR = personalization
         ppr = personalized_pagerank(

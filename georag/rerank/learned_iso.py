@@ -14,12 +14,12 @@ their parameterisation (:mod:`georag.models.knobs`):
   ``topological=True``; it shapes the local graph's weights, strengths and so the
   Cheeger ratios);
 * optionally a learned linear map of the embeddings (identity at start), shared by query
-  and passages: the cosine that picks the seeds and the local graph, weights the seeds'
+  and passages: the cosine that picks the sources and the local graph, weights the sources'
   teleport and enters the fusion is taken between the mapped, re-normalised vectors.
 
 Discrete parts and what each path uses:
 
-* the seeds (top-``num_seeds`` cosine), the local node set (seeds + graph neighbours, at
+* the sources (top-``num_sources`` cosine), the local node set (sources + graph neighbours, at
   most ``max_nodes``), the corpus graph's topology and semantic weights, the sweep order
   of the local Cheeger ratio, and the volumes (hyperbolic radii of the original
   embeddings) are recomputed on every call and not differentiated;
@@ -65,7 +65,7 @@ class LearnedIsoConfig:
 
     Parameters
     ----------
-    num_seeds, max_nodes, topological, volume, sweep_size, tol, head
+    num_sources, max_nodes, topological, volume, sweep_size, tol, head
         As :class:`~georag.rerank.iso.IsoRagConfig` (fixed, not trained).
     max_iter : int
         Power-iteration cap; looser than IsoRag's (a learned damping near 1 needs more
@@ -86,7 +86,7 @@ class LearnedIsoConfig:
         A file written by :meth:`LearnableReranker.save`; its config replaces this one.
     """
 
-    num_seeds: int = IsoRagConfig.num_seeds
+    num_sources: int = IsoRagConfig.num_sources
     max_nodes: int = IsoRagConfig.max_nodes
     topological: bool = IsoRagConfig.topological
     topo_weight: float = IsoRagConfig.topo_weight
@@ -273,9 +273,9 @@ class LearnedIso(LearnableReranker):
             )
         dtype = self.embeddings.dtype
         similarity = self._mapped(query) @ self._mapped(self.embeddings).T
-        seeds = similarity.detach().topk(cfg.num_seeds, dim=1).indices
+        sources = similarity.detach().topk(cfg.num_sources, dim=1).indices
         nodes, mask, number = local_candidate_graph(
-            self._edge_numbers, similarity.detach(), seeds, max_nodes=cfg.max_nodes
+            self._edge_numbers, similarity.detach(), sources, max_nodes=cfg.max_nodes
         )
         # in the embeddings' dtype (IsoRag sums in the graph's float32, then casts: the same
         # operations for float32 embeddings, a float32 rounding apart for float64 ones)
@@ -301,7 +301,7 @@ class LearnedIso(LearnableReranker):
             gate = torch.where(gate > torch.finfo(dtype).eps, gate, 0.0)
             pruned = weights * gate
         local_sim = similarity.gather(1, nodes)
-        s = cfg.num_seeds  # seeds occupy the first s local slots
+        s = cfg.num_sources  # sources occupy the first s local slots
         personalization = torch.cat(
             [local_sim[:, :s].clamp_min(1e-6), torch.zeros_like(local_sim[:, s:])], dim=1
         )

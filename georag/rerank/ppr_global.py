@@ -1,5 +1,5 @@
 """Whole-graph personalized PageRank over the corpus passage graph: the HippoRAG-style
-baseline of ISO-RAG (the same seed passages, no local graph, no pruning, damping 0.5)."""
+baseline of ISO-RAG (the same source passages, no local graph, no pruning, damping 0.5)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from georag.rerank.corpus_retriever import (
     _check_corpus,
     _check_query,
     _row_ids,
-    _seeds,
+    _sources,
     _topk,
 )
 from georag.rerank.registry import register
@@ -29,7 +29,7 @@ class GlobalPPRConfig:
 
     Attributes
     ----------
-    num_seeds : int
+    num_sources : int
         s, as in ISO-RAG.
     damping : float
         HippoRAG's 0.5.
@@ -41,7 +41,7 @@ class GlobalPPRConfig:
         Power iteration (sparse CSR path of the diffusion module).
     """
 
-    num_seeds: int = 3
+    num_sources: int = 3
     damping: float = 0.5
     lam: float = 1.0
     topo_weight: float = 0.5
@@ -49,8 +49,8 @@ class GlobalPPRConfig:
     max_iter: int = 200
 
     def __post_init__(self) -> None:
-        if self.num_seeds < 1:
-            raise ValueError(f"num_seeds must be at least 1, got {self.num_seeds}")
+        if self.num_sources < 1:
+            raise ValueError(f"num_sources must be at least 1, got {self.num_sources}")
         if not 0.0 <= self.lam <= 1.0 or not 0.0 <= self.damping < 1.0:
             raise ValueError(
                 f"need lam in [0, 1] and damping in [0, 1), got {self.lam}, {self.damping}"
@@ -61,7 +61,7 @@ class GlobalPPRConfig:
 
 @register
 class GlobalPPR(EmbeddingRetriever):
-    """HippoRAG-style baseline: PPR from the same seeds over the whole, unpruned graph.
+    """HippoRAG-style baseline: PPR from the same sources over the whole, unpruned graph.
 
     Parameters
     ----------
@@ -89,9 +89,9 @@ class GlobalPPR(EmbeddingRetriever):
         _check_query(query, self.embeddings)
         cfg = self.config
         similarity = query.to(self.embeddings.dtype) @ self.embeddings.T
-        seeds = _seeds(similarity, cfg.num_seeds)
+        sources = _sources(similarity, cfg.num_sources)
         p = torch.zeros_like(similarity).scatter_(
-            1, seeds, similarity.gather(1, seeds).clamp_min(1e-6)
+            1, sources, similarity.gather(1, sources).clamp_min(1e-6)
         )
         ppr = personalized_pagerank(
             self.csr, p.T.contiguous(), damping=cfg.damping, tol=cfg.tol, max_iter=cfg.max_iter

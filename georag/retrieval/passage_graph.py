@@ -396,9 +396,9 @@ def _csr_rows(
 
 
 def local_candidate_graph(
-    csr: torch.Tensor, similarity: torch.Tensor, seeds: torch.Tensor, *, max_nodes: int
+    csr: torch.Tensor, similarity: torch.Tensor, sources: torch.Tensor, *, max_nodes: int
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Seeds and their neighbours, as padded dense local graphs.
+    """Sources and their neighbours, as padded dense local graphs.
 
     Parameters
     ----------
@@ -406,30 +406,30 @@ def local_candidate_graph(
         Symmetric corpus weight matrix.
     similarity : torch.Tensor, shape (B, N)
         Cosine of each query to each passage.
-    seeds : torch.Tensor, shape (B, S), long
+    sources : torch.Tensor, shape (B, S), long
     max_nodes : int
-        M; when seeds and neighbours exceed it, neighbours are kept by similarity.
+        M; when sources and neighbours exceed it, neighbours are kept by similarity.
 
     Returns
     -------
     nodes : torch.Tensor, shape (B, M), long
-        Corpus rows of the local nodes, seeds first (``0`` in padded slots).
+        Corpus rows of the local nodes, sources first (``0`` in padded slots).
     mask : torch.Tensor, shape (B, M), bool
     weights : torch.Tensor, shape (B, M, M)
         The induced subgraph's weights (0 on padding).
     """
     b, n = similarity.shape
-    s = seeds.shape[1]
+    s = sources.shape[1]
     m = min(max_nodes, n)
     device = similarity.device
     parts = (csr.crow_indices().clone(), csr.col_indices().clone(), csr.values().clone())
     member = torch.zeros(b, n, dtype=torch.bool, device=device)
     owner, col, _ = _csr_rows(
-        parts, seeds.reshape(-1), torch.ones(b * s, dtype=torch.bool, device=device)
+        parts, sources.reshape(-1), torch.ones(b * s, dtype=torch.bool, device=device)
     )
-    member[owner // s, col] = True  # neighbours of a seed
+    member[owner // s, col] = True  # neighbours of a source
     key = torch.where(member, similarity, -torch.inf)
-    key.scatter_(1, seeds, similarity.gather(1, seeds) + 3.0)  # seeds first
+    key.scatter_(1, sources, similarity.gather(1, sources) + 3.0)  # sources first
     best, nodes = key.topk(m, dim=1)
     mask = best > -torch.inf
     nodes = nodes.masked_fill(~mask, 0)

@@ -1,4 +1,4 @@
-"""DiffusionReranker against a per-query networkx reference of seed 002."""
+"""DiffusionReranker against a per-query networkx reference of the Diffusion-aided RAG method."""
 
 from __future__ import annotations
 

@@ -43,18 +43,18 @@ def _nx_graph(w: np.ndarray) -> nx.Graph:
     return g
 
 
-def test_local_graph_is_the_one_hop_subgraph_of_the_seeds(corpus):
+def test_local_graph_is_the_one_hop_subgraph_of_the_sources(corpus):
     emb, graph, radius, queries = corpus
     model = IsoRag(IsoRagConfig(max_nodes=N)).fit_graph(emb, graph, radius)
     t = model.trace(queries)
     sim = queries @ emb.T
     dense = graph.to_csr(graph.edge_weight(topo_weight=0.5)).to_dense()
     for b in range(queries.shape[0]):
-        seeds = sim[b].topk(3).indices
-        subset, _, _, _ = k_hop_subgraph(seeds, 1, graph.edge_index, num_nodes=N)
+        sources = sim[b].topk(3).indices
+        subset, _, _, _ = k_hop_subgraph(sources, 1, graph.edge_index, num_nodes=N)
         local = t.nodes[b][t.mask[b]]
         assert set(local.tolist()) == set(subset.tolist())
-        assert local[:3].tolist() == seeds.tolist()  # seeds first
+        assert local[:3].tolist() == sources.tolist()  # sources first
         m = int(t.mask[b].sum())
         torch.testing.assert_close(t.weights[b, :m, :m], dense[local][:, local])
 
@@ -129,7 +129,7 @@ def test_ablations_change_what_they_name(corpus):
     assert torch.equal(degvol.volume, graph.degree(graph.edge_weight(topo_weight=0.5)).float())
 
 
-def test_empty_graph_after_pruning_falls_back_to_the_seeds(corpus):
+def test_empty_graph_after_pruning_falls_back_to_the_sources(corpus):
     """Documented: with every edge pruned all nodes dangle and PPR equals the seed weights."""
     emb, graph, radius, queries = corpus
     model = IsoRag(IsoRagConfig(prune_threshold=0.0)).fit_graph(emb, graph, radius)
@@ -145,7 +145,7 @@ def test_empty_graph_after_pruning_falls_back_to_the_seeds(corpus):
 
 def test_global_ppr_matches_networkx(corpus):
     emb, graph, radius, queries = corpus
-    model = GlobalPPR(GlobalPPRConfig(num_seeds=3, tol=1e-12, max_iter=1000)).fit_graph(
+    model = GlobalPPR(GlobalPPRConfig(num_sources=3, tol=1e-12, max_iter=1000)).fit_graph(
         emb.double(), graph
     )
     out = model.search(queries.double(), top_k=N)
@@ -153,11 +153,11 @@ def test_global_ppr_matches_networkx(corpus):
     g = _nx_graph(dense)
     sim = queries.double() @ emb.double().T
     for b in range(queries.shape[0]):
-        seeds = sim[b].topk(3).indices.tolist()
+        sources = sim[b].topk(3).indices.tolist()
         ref = nx.pagerank(
             g,
             alpha=0.5,
-            personalization={s: sim[b, s].item() for s in seeds},
+            personalization={s: sim[b, s].item() for s in sources},
             tol=1e-12,
             max_iter=1000,
         )
@@ -204,13 +204,13 @@ def test_the_retriever_contract(corpus, name, tmp_path):
 
 def test_bad_input(corpus):
     emb, graph, radius, queries = corpus
-    with pytest.raises(ValueError, match=r"num_seeds \(41\) is larger than the corpus \(40"):
-        model = IsoRag(IsoRagConfig(num_seeds=41, max_nodes=50)).fit_graph(emb, graph, radius)
+    with pytest.raises(ValueError, match=r"num_sources \(41\) is larger than the corpus \(40"):
+        model = IsoRag(IsoRagConfig(num_sources=41, max_nodes=50)).fit_graph(emb, graph, radius)
         model.search(queries)
-    with pytest.raises(ValueError, match="num_seeds"):
-        GlobalPPR(GlobalPPRConfig(num_seeds=41)).fit_graph(emb, graph).search(queries)
+    with pytest.raises(ValueError, match="num_sources"):
+        GlobalPPR(GlobalPPRConfig(num_sources=41)).fit_graph(emb, graph).search(queries)
     with pytest.raises(ValueError, match="max_nodes"):
-        IsoRagConfig(num_seeds=5, max_nodes=4)
+        IsoRagConfig(num_sources=5, max_nodes=4)
     with pytest.raises(ValueError, match="volume"):
         IsoRagConfig(volume="area")
     with pytest.raises(ValueError, match="radius"):

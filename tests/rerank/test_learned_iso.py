@@ -86,7 +86,7 @@ def test_surrogate_gradient_matches_finite_differences(corpus, embedding_map):
             dim=D,
         )
     ).fit_graph(emb, graph)
-    if embedding_map:  # float64 for the check, and a small move so seeds and local graphs stay
+    if embedding_map:  # float64 for the check, and a small move so sources and local graphs stay
         model.embed.weight.data = model.embed.weight.data.double()
         model.embed.weight.data += 0.05 * torch.randn(D, D, dtype=torch.float64)
     model.train()
@@ -172,7 +172,7 @@ def test_bad_config():
     with pytest.raises(ValueError, match="prune_threshold"):
         LearnedIsoConfig(prune_threshold=math.inf)
     with pytest.raises(ValueError, match="max_nodes"):
-        LearnedIsoConfig(num_seeds=5, max_nodes=4)  # IsoRag's own check
+        LearnedIsoConfig(num_sources=5, max_nodes=4)  # IsoRag's own check
 
 
 @pytest.mark.slow  # ~25 s: encodes the demo corpus and runs georag eval

@@ -1,4 +1,4 @@
-"""Maniscope against a straightforward per-query networkx reference of seed 001."""
+"""Maniscope against a straightforward per-query networkx reference of the paper's method."""
 
 from __future__ import annotations
 

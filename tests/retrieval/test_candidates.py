@@ -73,8 +73,9 @@ def test_bad_config():
 
 
 def test_retrieval_pipeline_end_to_end(demo, encoder, embedding_cache_dir):
+    """First stage, then filters and a reranker composed with a final top-k."""
     from georag.batch import RerankResult
-    from georag.pipeline import RetrievalPipeline
+    from georag.rerank.pipeline import RerankPipeline
 
     class KeepEven:
         name = "even"
@@ -92,12 +93,11 @@ def test_retrieval_pipeline_end_to_end(demo, encoder, embedding_cache_dir):
     )
     ids = list(demo.queries)[:4]
     texts = [demo.queries[q] for q in ids]
-    batch, result = RetrievalPipeline(stage, [KeepEven(), IdentityReranker()], top_k=3).search(
-        ids, texts
-    )
+    batch = stage.retrieve(ids, texts, with_texts=True)
+    result = RerankPipeline([KeepEven(), IdentityReranker()], top_k=3)(batch)
     assert result.keep.sum(1).tolist() == [3] * 4
     assert not result.keep[:, 1::2].any()
-    run = RetrievalPipeline(stage, [KeepEven()], top_k=3).run(ids, texts)
+    run = RerankPipeline([KeepEven()], top_k=3)(batch).to_run(batch)
     assert [list(run[q]) for q in ids] == [
         [batch.doc_ids[i][j] for j in (0, 2, 4)] for i in range(4)
     ]
