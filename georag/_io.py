@@ -398,12 +398,10 @@ def atomic_folder(
         raise
 
 
-def check_folder(
-    folder: str | os.PathLike, *, format: str, version: int = 1, verify: bool = True
-) -> dict:
+def check_folder(folder: str | os.PathLike, *, format: str, version: int = 1) -> dict:
     """Read and check ``folder/manifest.json``; return it.
 
-    Every listed file must exist with its size and (``verify``) its SHA-256.
+    Every listed file must exist with its size and SHA-256.
 
     Raises
     ------
@@ -428,7 +426,7 @@ def check_folder(
                 f"{file}: {file.stat().st_size} bytes, the manifest says "
                 f"{entry.get('size')} (truncated or overwritten)"
             )
-        if verify and sha256_file(file) != entry.get("sha256"):
+        if sha256_file(file) != entry.get("sha256"):
             raise ArtifactError(f"{file}: checksum mismatch (corrupt file)")
     return manifest
 

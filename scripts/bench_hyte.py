@@ -68,16 +68,11 @@ def main() -> None:
         loads = bench.time(
             lambda i: LorentzIndex.load(path, encoder=encoder), repeats=args.repeats, warmup=0
         )
-        unverified = bench.time(
-            lambda i: LorentzIndex.load(path, encoder=encoder, verify=False),
-            repeats=args.repeats,
-            warmup=0,
-        )
         index = LorentzIndex.load(path, encoder=encoder)
         print(
             f"index: {len(index)} chunks x {index.dim} float32, {size / 2**20:.1f} MiB on "
-            f"disk; build {build_s:.2f} s; load (checksums) median {loads.median:.1f} ms; "
-            f"load (sizes + header only) median {unverified.median:.1f} ms"
+            f"disk; build {build_s:.2f} s; load (SHA-256 of every file) median "
+            f"{loads.median:.1f} ms"
         )
 
         peer = BM25Index.build(index.texts, tokenizer="whitespace")  # bm25s, same chunks
@@ -91,7 +86,6 @@ def main() -> None:
         )
         results["load_ms"] = {
             "index": loads.as_dict(),
-            "index_unverified": unverified.as_dict(),
             "bm25s": peer_loads.as_dict(),
             "build_s": build_s,
         }
@@ -99,7 +93,7 @@ def main() -> None:
         tokens = [q.lower().split() for q in queries]
         single = {
             "hybrid (encode + BM25 top-50 + Lorentz)": lambda q: index.search([q], 10),
-            "index BM25 stage alone (BM25State), top-50": lambda q: index.bm25.search([q], 50),
+            "index BM25 stage alone, top-50": lambda q: index.bm25.search([q], 50),
             "georag BM25Index.search (bm25s), top-50": lambda q: peer.search([q], 50),
             "raw bm25s retrieve, pre-tokenized, top-50": lambda t: retriever.retrieve(
                 [t], k=50, show_progress=False
@@ -122,7 +116,7 @@ def main() -> None:
         batch_tokens = tokens * args.batch_copies
         batched = {
             "hybrid (encode + BM25 top-50 + Lorentz)": lambda b: index.search(b, 10),
-            "index BM25 stage alone (BM25State), top-50": lambda b: index.bm25.search(b, 50),
+            "index BM25 stage alone, top-50": lambda b: index.bm25.search(b, 50),
             "georag BM25Index.search (bm25s), top-50": lambda b: peer.search(b, 50),
             "raw bm25s retrieve, pre-tokenized, top-50": lambda b: retriever.retrieve(
                 b, k=50, show_progress=False, n_threads=1

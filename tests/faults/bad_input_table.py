@@ -102,10 +102,10 @@ def loader_cases() -> None:
 
 
 def weight_cases() -> None:
-    from georag._io import dump_manifest, load_manifest, seal
+    from georag._io import dump_manifest, load_manifest, seal, sha256_file
     from georag.data.bundled import DEMO_DIR
     from georag.models.hyte import _FORMAT, HyTEEncoder
-    from georag.retrieval.lorentz_index import FORMAT, _file_crc, build_lorentz_index
+    from georag.retrieval.lorentz_index import FORMAT, VERSION, build_lorentz_index
 
     index = ["index", "--hyperbolic", "--dataset", str(DEMO_DIR)]
     foreign = ROOT / "foreign.pt"
@@ -122,10 +122,10 @@ def weight_cases() -> None:
     encoder = HyTEEncoder.from_pretrained(max_tokens=32)
     build_lorentz_index(["cats purr", "dogs bark"], ROOT / "idx", encoder=encoder)
     path = ROOT / "idx" / "manifest.json"
-    manifest = load_manifest(path.read_bytes(), where=path, format=FORMAT)
-    proj = ROOT / "idx" / manifest["files"]["projection"]["name"]
+    manifest = load_manifest(path.read_bytes(), where=path, format=FORMAT, version=VERSION)
+    proj = ROOT / "idx" / "projection.pt"
     proj.write_bytes(crafted.read_bytes())
-    manifest["files"]["projection"].update(size=proj.stat().st_size, crc32=_file_crc(proj))
+    manifest["files"]["projection.pt"].update(size=proj.stat().st_size, sha256=sha256_file(proj))
     path.write_bytes(dump_manifest(manifest))
     cli(
         "crafted Lorentz index (consistent manifest, pickle bomb)",

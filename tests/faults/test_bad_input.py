@@ -140,18 +140,18 @@ def test_foreign_and_crafted_weights(tmp_path, capsys):
 
 
 def test_crafted_lorentz_index(tmp_path, capsys):
-    """A consistent index (sizes, CRCs, manifest checksum recomputed) with a pickle bomb."""
-    from georag._io import dump_manifest, load_manifest
+    """A consistent index (sizes, SHA-256s, manifest checksum recomputed) with a pickle bomb."""
+    from georag._io import dump_manifest, load_manifest, sha256_file
     from georag.models.hyte import _FORMAT, HyTEEncoder
-    from georag.retrieval.lorentz_index import FORMAT, _file_crc, build_lorentz_index
+    from georag.retrieval.lorentz_index import FORMAT, VERSION, build_lorentz_index
 
     encoder = HyTEEncoder.from_pretrained(max_tokens=32)
     build_lorentz_index(["cats purr", "dogs bark"], tmp_path / "idx", encoder=encoder)
     manifest_path = tmp_path / "idx" / "manifest.json"
-    manifest = load_manifest(manifest_path.read_bytes(), where="m", format=FORMAT)
-    proj = tmp_path / "idx" / manifest["files"]["projection"]["name"]
+    manifest = load_manifest(manifest_path.read_bytes(), where="m", format=FORMAT, version=VERSION)
+    proj = tmp_path / "idx" / "projection.pt"
     proj.write_bytes(_sealed_pickle({"x": _Boom()}, _FORMAT))
-    manifest["files"]["projection"].update(size=proj.stat().st_size, crc32=_file_crc(proj))
+    manifest["files"]["projection.pt"].update(size=proj.stat().st_size, sha256=sha256_file(proj))
     manifest_path.write_bytes(dump_manifest(manifest))
     line = _cli(["search", "--index", str(tmp_path / "idx"), "cats"], capsys)
     assert "not a loadable" in line and proj.name in line

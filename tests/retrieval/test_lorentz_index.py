@@ -13,12 +13,7 @@ from georag.geometry.hyperbolic import lorentz_inner
 from georag.models.hyte import HyTEEncoder, HyTEProjection
 from georag.retrieval import lorentz_index as li
 from georag.retrieval.bm25 import BM25Index
-from georag.retrieval.lorentz_index import (
-    BM25State,
-    IndexFormatError,
-    LorentzIndex,
-    build_lorentz_index,
-)
+from georag.retrieval.lorentz_index import IndexFormatError, LorentzIndex, build_lorentz_index
 
 DOCS = {
     "notes/hyperbolic.txt": "Hyperbolic space embeds trees and taxonomies with low distortion. "
@@ -84,7 +79,6 @@ def test_append(index, encoder):
     before = index.search(QUERIES, 3, alpha=0.0)
     grown = index.add({"notes/birds.txt": "Parrots and canaries are pets that sing."})
     assert len(grown) == 9 and grown.sources[-1] == "notes/birds.txt"
-    assert grown.manifest["generation"] == 2
     torch.testing.assert_close(grown.points[:8], index.points)
     torch.testing.assert_close(
         grown.points[8:], encoder.encode(["Parrots and canaries are pets that sing."])
@@ -93,9 +87,10 @@ def test_append(index, encoder):
     assert grown.doc_ids[idx[0, 0]] == "notes/birds.txt"
     reloaded = LorentzIndex.load(index.path)
     assert reloaded.chunk_ids == grown.chunk_ids and reloaded.bm25.num_docs == 9
-    # old generation files are gone; nothing else in the folder
+    # the folder was replaced whole: its files and nothing else, no temporary beside it
     names = sorted(p.name for p in index.path.iterdir())
-    assert all(".1." not in n and not n.endswith(".1") for n in names), names
+    assert names == FILES, names
+    assert [p.name for p in index.path.parent.iterdir()] == [index.path.name]
     assert before[1].max() < 8
     with pytest.raises(ValueError, match="already indexed"):
         grown.add({"notes/pets.txt": "again"})
@@ -108,16 +103,15 @@ def test_crash_during_append_leaves_old_index(index, monkeypatch):
     def boom(*args, **kwargs):
         raise RuntimeError("disk full")
 
-    monkeypatch.setattr(li.BM25Index, "build", boom)
+    monkeypatch.setattr(li.BM25Index, "save", boom)  # half way through the new folder
     with pytest.raises(RuntimeError, match="disk full"):
         index.add({"notes/new.txt": "a new note"})
     monkeypatch.undo()
     survivor = LorentzIndex.load(index.path)
-    assert len(survivor) == 8 and survivor.manifest["generation"] == 1
-    assert (index.path / "idx.2.bin").exists()  # the half-written generation
-    survivor.add({"notes/new.txt": "a new note"})  # the next write replaces and cleans it
+    assert len(survivor) == 8
+    assert [p.name for p in index.path.parent.iterdir()] == [index.path.name]  # no temporary
+    survivor.add({"notes/new.txt": "a new note"})
     assert len(LorentzIndex.load(index.path)) == 9
-    assert not any(".1." in p.name for p in index.path.iterdir())
 
 
 def _corrupt(path, offset=-5):
@@ -126,50 +120,35 @@ def _corrupt(path, offset=-5):
     path.write_bytes(bytes(data))
 
 
+FILES = ["bm25", "chunks.json", "manifest.json", "points.bin", "projection.pt", "sources.txt"]
+FILES = sorted([*FILES, "texts.z"])
+
+
 @pytest.mark.parametrize(
     "victim",
-    ["idx.1.bin", "texts.1.z", "chunks.1.json", "paths.1.txt", "projection.1.pt", "bm25.1.bin"],
+    ["points.bin", "texts.z", "chunks.json", "sources.txt", "projection.pt", "bm25/manifest.json"],
 )
 def test_corrupt_files_are_rejected(index, victim):
     _corrupt(index.path / victim)
     with pytest.raises(IndexFormatError, match=f"{victim}: checksum mismatch"):
         LorentzIndex.load(index.path)
-
-
-def test_bm25_state_scores_equal_bm25s(index):
-    texts = index.texts
-    reference = BM25Index.build(texts, tokenizer="whitespace")
-    state = BM25State.from_bm25(reference)
-    queries = ["dogs and cats cats", "Hyperbolic trees", "zzz unknown", "the"]
-    want_s, want_i = reference.search(queries, 5)
-    got_s, got_i = state.search(queries, 5)
-    torch.testing.assert_close(got_s, want_s)
-    for row in range(len(queries)):  # same documents wherever the score is not tied
-        untied = want_s[row] > 0
-        assert set(got_i[row][untied].tolist()) == set(want_i[row][untied].tolist())
-    assert (got_s[2] == 0).all()
-    again = BM25State.from_bytes(state.to_bytes(), tokenizer="whitespace", where="x")
-    torch.testing.assert_close(again.search(queries, 8)[0], state.search(queries, 8)[0])
-    assert again.search(queries, 50)[0].shape == (4, len(texts))
-    with pytest.raises(IndexFormatError, match="not a georag BM25 state"):
-        BM25State.from_bytes(state.to_bytes()[:-3], tokenizer="whitespace", where="x")
-    with pytest.raises(ValueError, match="k must be positive"):
-        state.search(queries, 0)
+    with pytest.raises(TypeError):  # the check cannot be skipped
+        LorentzIndex.load(index.path, verify=False)
 
 
 def test_truncated_and_foreign_files(index, tmp_path):
-    idx_file = index.path / "idx.1.bin"
+    idx_file = index.path / "points.bin"
     full = idx_file.read_bytes()
     idx_file.write_bytes(full[:-100])
     with pytest.raises(IndexFormatError, match="truncated"):
         LorentzIndex.load(index.path)
     # same size but a foreign header
     idx_file.write_bytes(b"NOTGEORA" + full[8:])
-    with pytest.raises(IndexFormatError, match="bad header"):
+    with pytest.raises(IndexFormatError, match="points.bin: checksum mismatch"):
         LorentzIndex.load(index.path)
     idx_file.write_bytes(full)
-    (index.path / "texts.1.z").unlink()
-    with pytest.raises(IndexFormatError, match="missing file texts.1.z"):
+    (index.path / "texts.z").unlink()
+    with pytest.raises(IndexFormatError, match="texts.z: missing"):
         LorentzIndex.load(index.path)
     with pytest.raises(IndexFormatError, match="no manifest.json"):
         LorentzIndex.load(tmp_path / "nowhere")
@@ -215,7 +194,6 @@ def test_bad_documents_and_queries(index, encoder, tmp_path):
     # plain text lists get numbered sources; a rebuild in place replaces the old index
     rebuilt = build_lorentz_index(["one text", "two texts"], index.path, encoder=encoder)
     assert rebuilt.sources == ["0", "1"] and len(LorentzIndex.load(index.path)) == 2
-    assert rebuilt.manifest["generation"] == 2
 
 
 def test_stored_projection_is_used_without_an_encoder(index, tmp_path):
@@ -224,4 +202,4 @@ def test_stored_projection_is_used_without_an_encoder(index, tmp_path):
     loaded = LorentzIndex.load(copy)
     assert loaded._encoder is None
     torch.testing.assert_close(loaded.search(QUERIES, 3), index.search(QUERIES, 3))
-    assert isinstance(loaded.bm25, BM25State) and loaded.bm25.tokenizer == "whitespace"
+    assert isinstance(loaded.bm25, BM25Index) and loaded.bm25.tokenizer == "whitespace"
