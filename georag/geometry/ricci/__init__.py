@@ -247,29 +247,32 @@ def ricci_flow(
         them is a tensor that requires grad (:func:`georag.geometry.ricci.grad.ricci_flow`,
         which can also checkpoint the steps).
     """
+    options = dict(
+        iterations=iterations,
+        normalize=normalize,
+        delta=delta,
+        epsilon=epsilon,
+        max_iter=max_iter,
+        tol=tol,
+        transport_dtype=transport_dtype,
+        history=history,
+        base=base,
+        restrict=restrict,
+    )
     if grad.wants_grad(lengths, step, alpha, exp_power):
         return grad.ricci_flow(
             lengths,
             adjacency,
-            iterations=iterations,
             step=step,
             alpha=alpha,
             exp_power=exp_power,
-            normalize=normalize,
-            delta=delta,
             method=method,
-            epsilon=epsilon,
-            max_iter=max_iter,
-            tol=tol,
-            transport_dtype=transport_dtype,
-            history=history,
-            base=base,
             nbr_topk=nbr_topk,
-            restrict=restrict,
+            **options,
         )
-    step, alpha, exp_power = float(step), float(alpha), float(exp_power)  # no grad
+    knobs = dict(step=float(step), alpha=float(alpha), exp_power=float(exp_power))  # no grad
     _check_graph(lengths, adjacency)
-    _check_measure_options(alpha, exp_power, base, nbr_topk)
+    _check_measure_options(knobs["alpha"], knobs["exp_power"], base, nbr_topk)
     _check_method(method)
     if method == "average":
         raise ValueError("method 'average' is not a flow method; use auto, exact or sinkhorn")
@@ -284,42 +287,15 @@ def ricci_flow(
             "backend='compiled' runs method='sinkhorn', accuracy=None, nbr_topk=None on CPU tensors"
         )
     if fits and backend != "tensor":
-        result = compiled.ricci_flow(
-            lengths,
-            adjacency,
-            iterations=iterations,
-            step=step,
-            normalize=normalize,
-            delta=delta,
-            restrict=restrict,
-            history=history,
-            alpha=alpha,
-            exp_power=exp_power,
-            base=base,
-            epsilon=epsilon,
-            max_iter=max_iter,
-            tol=tol,
-            transport_dtype=transport_dtype,
-        )
+        result = compiled.ricci_flow(lengths, adjacency, **knobs, **options)
         if result is not None:
             return result
     return flow.ricci_flow(
         lengths,
         adjacency,
-        iterations=iterations,
-        step=step,
-        alpha=alpha,
-        exp_power=exp_power,
-        normalize=normalize,
-        delta=delta,
+        **knobs,
+        **options,
         method=method,
-        epsilon=epsilon,
-        max_iter=max_iter,
-        tol=tol,
         accuracy=accuracy,
-        transport_dtype=transport_dtype,
-        history=history,
-        base=base,
         nbr_topk=nbr_topk,
-        restrict=restrict,
     )
