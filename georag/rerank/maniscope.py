@@ -27,7 +27,7 @@ first-stage score).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 
 import torch
 
@@ -170,10 +170,7 @@ class Maniscope:
         self.config = config or ManiscopeConfig()
 
     def __call__(self, batch: CandidateBatch) -> RerankResult:
-        cfg = self.config
-        scores, pool = maniscope_scores(
-            batch, k=cfg.k, alpha=cfg.alpha, top_m=cfg.top_m, mutual=cfg.mutual
-        )
+        scores, pool = maniscope_scores(batch, **asdict(self.config))
         return RerankResult.from_scores(scores, pool)
 
 
@@ -232,13 +229,9 @@ class LearnedManiscope(LearnableReranker):
         self._load_if_given()
 
     def score(self, batch: CandidateBatch) -> tuple[torch.Tensor, torch.Tensor]:
-        fixed = self.config.fixed
         scores, pool = maniscope_scores(
             batch,
-            k=fixed.k,
-            alpha=self.alpha(),
-            top_m=fixed.top_m,
-            mutual=fixed.mutual,
+            **{**asdict(self.config.fixed), "alpha": self.alpha()},
             length_scale=self.length_scale(),
             embed=self.embed,
         )

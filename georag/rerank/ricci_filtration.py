@@ -51,7 +51,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 
 import torch
 
@@ -389,24 +389,7 @@ class RicciFiltration:
 
     def filtrate(self, batch: CandidateBatch, *, history: bool = False) -> RicciFiltrationOutput:
         """Run the graph construction, flow and surgery; return the details."""
-        cfg = self.config
-        return ricci_filtration_scores(
-            batch,
-            top_m=cfg.top_m,
-            quantile=cfg.quantile,
-            iterations=cfg.iterations,
-            step=cfg.step,
-            alpha=cfg.alpha,
-            exp_power=cfg.exp_power,
-            eta=cfg.eta,
-            eta_atol=cfg.eta_atol,
-            method=cfg.method,
-            epsilon=cfg.epsilon,
-            max_iter=cfg.max_iter,
-            tol=cfg.tol,
-            backend=cfg.backend,
-            history=history,
-        )
+        return ricci_filtration_scores(batch, **asdict(self.config), history=history)
 
 
 @dataclass(frozen=True)
@@ -483,24 +466,13 @@ class LearnedRicci(LearnableReranker):
 
     def score(self, batch: CandidateBatch) -> tuple[torch.Tensor, torch.Tensor]:
         """Scores over the pooled candidates (training) or the kept ones (inference)."""
-        cfg, fixed = self.config, self.config.fixed
+        cfg = self.config
         dtype = batch.cands.dtype
         eta = self.eta().to(dtype)
+        knobs = dict(alpha=self.alpha().to(dtype), exp_power=self.exp_power().to(dtype), eta=eta)
         out = ricci_filtration_scores(
             batch,
-            top_m=fixed.top_m,
-            quantile=fixed.quantile,
-            iterations=fixed.iterations,
-            step=fixed.step,
-            alpha=self.alpha().to(dtype),
-            exp_power=self.exp_power().to(dtype),
-            eta=eta,
-            eta_atol=fixed.eta_atol,
-            method=fixed.method,
-            epsilon=fixed.epsilon,
-            max_iter=fixed.max_iter,
-            tol=fixed.tol,
-            backend=fixed.backend,
+            **{**asdict(cfg.fixed), **knobs},
             length_power=self.length_power().to(dtype),
             embed=self.embed,
             checkpoint=cfg.checkpoint,
