@@ -141,7 +141,7 @@ SOLVERS = {
 @pytest.mark.parametrize("side", ["a", "b"])
 def test_gradient_at_a_zero_mass_is_the_one_sided_derivative(solver, side):
     """Moving mass t from a supported entry onto a zero one: d value / dt at t = 0+ (forward
-    difference) equals the gradient along that move, for both marginals (ricci_grad needs
+    difference) equals the gradient along that move, for both marginals (ricci.grad needs
     this where a node's surplus crosses zero)."""
     fn = SOLVERS[solver]
     gen = np.random.default_rng(5)
@@ -168,7 +168,7 @@ def test_gradient_at_a_zero_mass_is_the_one_sided_derivative(solver, side):
 
 
 def test_shared_cost_implicit_matches_unrolled_at_convergence():
-    """The kernel-domain solver ricci_grad uses: its implicit gradients (a, b, cost,
+    """The kernel-domain solver ricci.grad uses: its implicit gradients (a, b, cost,
     epsilon) equal autograd through the log-domain loop within 1e-5."""
     gen = torch.Generator().manual_seed(11)
     bsz, e, n, m = 2, 3, 5, 4
