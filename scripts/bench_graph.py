@@ -170,7 +170,7 @@ def bench_maniscope(args: argparse.Namespace, bench: Bench) -> None:
         "numpy k-NN + networkx Dijkstra (per query)", 1e3 * nx_time / subset, nx_time / subset / per
     )
     row(
-        "seed's cKDTree + scipy Dijkstra (per query)",
+        "paper's cKDTree + scipy Dijkstra (per query)",
         1e3 * sp_time / subset,
         sp_time / subset / per,
         "(reference only)",
