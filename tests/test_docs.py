@@ -1,11 +1,11 @@
-"""Every test and script the docs name exists: a doc that cites a test vouches for a check.
+"""Every test, script and config the docs name exists: a doc that cites a test vouches for it.
 
 Scanned: README.md, docs/*.md and docs/methods/*.md. Cited forms: ``tests/<path>.py``,
 ``tests/<path>.py::test_name``, ``tests/<folder>/``, a test file by its name (``test_ricci.py``),
-a test function by its name (``test_xxx``, found in any file under tests/) and
+a test function by its name (``test_xxx``, found in any file under tests/),
 ``scripts/<name>.py`` (found by file name anywhere under scripts/, so grouping scripts into
-folders keeps the check valid). The docs also name no issue, step or commit: they describe
-the code as it is.
+folders keeps the check valid) and ``configs/<path>.yaml``. The docs also name no issue, step
+or commit: they describe the code as it is.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ TEST_FOLDER = re.compile(r"(?<![\w/.])tests/([\w/]+)/(?![\w.])")
 TEST_FILE = re.compile(r"(?<![\w/.])(test_\w+\.py)\b")
 TEST_NAME = re.compile(r"(?<![\w/.])(test_\w+)\b(?!\.py)")
 SCRIPT = re.compile(r"(?<![\w/.])scripts/([\w/]+\.py)\b")
+CONFIG = re.compile(r"(?<![\w/.])(configs/[\w/]+\.yaml)\b")
 
 
 def _citations(pattern: re.Pattern) -> list[tuple[str, tuple[str, ...]]]:
@@ -56,6 +57,7 @@ def test_the_scan_finds_citations():
     assert len(_citations(TEST_PATH)) >= 5
     assert len(_citations(TEST_NAME)) >= 3
     assert len(_citations(SCRIPT)) >= 10
+    assert len(_citations(CONFIG)) >= 5
 
 
 def test_cited_test_files_and_functions_exist():
@@ -88,6 +90,13 @@ def test_cited_scripts_exist():
         if Path(path).name not in scripts
     }
     assert not missing, "docs cite scripts that do not exist:\n" + "\n".join(sorted(missing))
+
+
+def test_cited_configs_exist():
+    missing = {
+        f"{doc}: {path}" for doc, (path,) in _citations(CONFIG) if not (ROOT / path).is_file()
+    }
+    assert not missing, "docs cite configs that do not exist:\n" + "\n".join(sorted(missing))
 
 
 @pytest.mark.parametrize("doc", DOCS, ids=lambda path: str(path.relative_to(ROOT)))
