@@ -36,7 +36,7 @@ def _citations(pattern: re.Pattern) -> list[tuple[str, tuple[str, ...]]]:
     for doc in DOCS:
         for match in pattern.finditer(doc.read_text(encoding="utf-8")):
             if match.group(0) not in EXTERNAL:
-                found.append((str(doc.relative_to(ROOT)), match.groups()))
+                found.append((doc.relative_to(ROOT).as_posix(), match.groups()))
     return found
 
 
@@ -46,7 +46,7 @@ def _test_functions() -> dict[str, set[str]]:
     names = {}
     for path in (ROOT / "tests").rglob("*.py"):
         text = path.read_text(encoding="utf-8")
-        names[str(path.relative_to(ROOT / "tests"))] = set(
+        names[path.relative_to(ROOT / "tests").as_posix()] = set(
             re.findall(r"^\s*(?:async\s+)?def (test_\w+)\(", text, re.MULTILINE)
         )
     return names
