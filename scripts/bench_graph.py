@@ -7,7 +7,7 @@ Three sections (``--section all`` runs them in turn):
   graph (graphs prebuilt; only the pagerank call is timed on the networkx side).
 * ``maniscope``: the Maniscope reranker on B queries with M candidates (k-NN graph
   construction, shortest paths and scoring) vs a per-query numpy + networkx Dijkstra
-  pipeline that also builds its graph, and the seed's own optimized per-query pipeline
+  pipeline that also builds its graph, and the Maniscope paper's own optimized per-query pipeline
   (scipy cKDTree + CSR + csgraph Dijkstra) for reference.
 * ``sparse``: sparse CSR PPR with Q personalization vectors at once on a graph of
   N nodes (random edges plus a ring, so no node is dangling) vs python-igraph's
@@ -96,7 +96,7 @@ def bench_ppr(args: argparse.Namespace, bench: Bench) -> None:
 
 
 def maniscope_scipy(query, cands, scores, k: int, alpha: float) -> np.ndarray:
-    """The seed's optimized per-query pipeline: cKDTree k-NN, CSR graph, C Dijkstra."""
+    """The Maniscope paper's optimized per-query pipeline: cKDTree k-NN, CSR graph, C Dijkstra."""
     from scipy.sparse import csr_matrix
     from scipy.sparse.csgraph import dijkstra
     from scipy.spatial import cKDTree
@@ -112,7 +112,7 @@ def maniscope_scipy(query, cands, scores, k: int, alpha: float) -> np.ndarray:
 
 
 def maniscope_reference(query, cands, scores, k: int, alpha: float) -> np.ndarray:
-    """Seed 001 for one query with networkx (georag.eval.references), best candidate first."""
+    """Maniscope for one query with networkx (georag.eval.references), best candidate first."""
     order = np.argsort(-scores, kind="stable")
     unit = cands[order] / np.linalg.norm(cands[order], axis=1, keepdims=True)
     out = np.empty(len(cands))
@@ -170,7 +170,7 @@ def bench_maniscope(args: argparse.Namespace, bench: Bench) -> None:
         "numpy k-NN + networkx Dijkstra (per query)", 1e3 * nx_time / subset, nx_time / subset / per
     )
     row(
-        "seed's cKDTree + scipy Dijkstra (per query)",
+        "paper's cKDTree + scipy Dijkstra (per query)",
         1e3 * sp_time / subset,
         sp_time / subset / per,
         "(reference only)",

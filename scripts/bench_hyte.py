@@ -11,7 +11,7 @@ Measures, in one process and side by side:
     georag's BM25Index.search (bm25s) and of raw ``bm25s.BM25.retrieve`` on pre-tokenized
     queries;
   * batched throughput (all queries in one call, repeated) of the same three.
-Goals (issue 5): <= 2 ms/query at B=1, >= 5000 queries/s batched, load < 50 ms.
+Goals: <= 2 ms/query at B=1, >= 5000 queries/s batched, load < 50 ms.
 """
 
 from __future__ import annotations

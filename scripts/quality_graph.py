@@ -3,12 +3,12 @@
 For each data set: all-MiniLM-L6-v2 dense retrieval (faiss flat, cosine) gives a pool of
 the top M candidates (M = 50 and M = 100); the dense order, DiffusionReranker and
 Maniscope rerank that same pool (each reranker uses the whole pool: ``top_m = M``, other
-options at the seed defaults). NDCG@10, MRR@10 and Recall@20 are means over every judged
+options at the paper defaults). NDCG@10, MRR@10 and Recall@20 are means over every judged
 query (pytrec_eval through georag.eval.metrics), each with its 95% bootstrap interval; the
 marks and p-values compare each reranker's per-query values with the dense order (paired
 randomization test, Holm-corrected across the rerankers; georag.eval.stats).
 
-The "easy" protocol is Maniscope's own (its paper's): per query, up to 3 relevant documents
+The "easy" protocol is the Maniscope paper's: per query, up to 3 relevant documents
 plus 7 documents drawn at random (fixed seed) from those not judged relevant, scored by
 the same dense model. It is printed beside the hard pools to show the gap.
 
@@ -39,7 +39,7 @@ EASY_RELEVANT, EASY_NEGATIVES = 3, 7
 def easy_pool(
     dataset: BeirDataset, stage: FirstStage, query_emb: torch.Tensor, seed: int
 ) -> CandidateBatch:
-    """Seed 001's protocol: up to 3 relevant + 7 random non-relevant documents per query."""
+    """Maniscope's protocol: up to 3 relevant + 7 random non-relevant documents per query."""
     rng = np.random.default_rng(seed)
     row_of = {doc_id: i for i, doc_id in enumerate(stage.units.doc_ids)}
     all_docs = np.array(stage.units.doc_ids)
@@ -114,7 +114,7 @@ def run_dataset(name: str, data_dir: str | None, encoder: TextEncoder, pools: li
     ]
     rows = [(label, score(method, easy, dataset)) for label, method in methods]
     tables["easy"] = print_table(
-        f"[{name}] easy pool (Maniscope's protocol): <= {EASY_RELEVANT} relevant + "
+        f"[{name}] easy pool (Maniscope paper's protocol): <= {EASY_RELEVANT} relevant + "
         f"{EASY_NEGATIVES} random negatives, seed {seed}",
         rows,
     )

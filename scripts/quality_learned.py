@@ -3,7 +3,7 @@
 For each data set, on the dense all-MiniLM-L6-v2 top-100 pool of every report query:
 
 * ``dense``: the first-stage order;
-* ``<method> paper``: the fixed reranker at the seed's defaults;
+* ``<method> paper``: the fixed reranker at its paper's defaults;
 * ``<method> tuned``: its knobs searched by optuna TPE (``--trials``) on the training
   queries (:mod:`train.tune`);
 * ``<method> learned``: its knobs trained by gradient through the geometry

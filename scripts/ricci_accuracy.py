@@ -43,7 +43,7 @@ def main() -> None:
         config={
             "graphs per case": args.graphs,
             "seed": args.seed,
-            "defaults": defaults,
+            "defaults": {**defaults, **settings["defaults"]},  # the row's method, not "auto"
             "SINKHORN_ACCURACY": SINKHORN_ACCURACY,
         },
     )

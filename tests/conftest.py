@@ -38,5 +38,5 @@ def data_dir() -> Path:
 
 @pytest.fixture(scope="session")
 def embedding_cache_dir(tmp_path_factory) -> Path:
-    """One embedding cache for the whole session, so each corpus is encoded once."""
+    """One embedding cache for the whole test run, so each corpus is encoded once."""
     return tmp_path_factory.mktemp("georag-cache")

@@ -16,7 +16,7 @@ __all__ = ["networkx_diffusion", "networkx_maniscope"]
 def networkx_diffusion(
     emb: np.ndarray, scores: np.ndarray, *, damping: float = 0.85, top_k: int = 20
 ) -> dict[int, float]:
-    """Seed 002 ("Diffusion-Aided RAG") for one query: complete graph, pagerank, top-K.
+    """Diffusion-aided RAG's reranker for one query: complete graph, pagerank, top-K.
 
     Parameters
     ----------
@@ -52,7 +52,7 @@ def networkx_diffusion(
 def networkx_maniscope(
     query: np.ndarray, emb: np.ndarray, *, k: int = 5, alpha: float = 0.5
 ) -> np.ndarray:
-    """Seed 001 (Maniscope) for one query: k-NN graph, Dijkstra from the top-1 candidate.
+    """Maniscope (the paper's recipe) for one query: k-NN graph, Dijkstra from the top-1 candidate.
 
     Parameters
     ----------

@@ -69,7 +69,7 @@ def random_batch(
 
 def top_pool(batch: CandidateBatch, row: int, top_m: int) -> tuple[np.ndarray, np.ndarray]:
     """The slots of ``row``'s best ``top_m`` real candidates by score (stable order) and
-    their unit-normalized embeddings, as the seeds' per-query references take them."""
+    their unit-normalized embeddings, as the papers' per-query references take them."""
     scores = batch.scores[row].detach().cpu().numpy()
     real = np.nonzero(batch.mask[row].cpu().numpy())[0]
     pool = real[np.argsort(-scores[real], kind="stable")][:top_m]

@@ -1,4 +1,4 @@
-"""The bad-input table of issue 16: each hostile input -> message, exit status, line count.
+"""The bad-input table: each hostile input -> message, exit status, line count.
 
 ``PYTHONPATH=. python tests/faults/bad_input_table.py`` prints it as Markdown. The cases
 are those of test_bad_input.py (which asserts them), plus a 1 MB -> 1 GiB zip bomb.

@@ -1,6 +1,6 @@
 """Hostile and broken inputs: every case is one line, ``georag: error: ...``, exit status 2.
 
-One test per loader case the probes of issue 16 found (a qrels score of inf, nested JSON,
+One test per hostile loader input found by probing (a qrels score of inf, nested JSON,
 Latin-1 bytes, all-empty texts, a title object, a YAML tag, foreign and crafted weights, a
 crafted Lorentz index, zip entries under a file, zip bombs, links and ``..``), and the
 Python API's ValueError for each.

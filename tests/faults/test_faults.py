@@ -1,7 +1,7 @@
 """Fault injection (see harness.py): kill -9 mid-write and flipped bytes, per artifact type.
 
-The default suite runs a few trials of each; ``-m slow`` runs the 30 + 30 the issue asks
-for. Every trial must end in an intact version (kill) or a clean one-line error / a
+The default suite runs a few trials of each; ``-m slow`` runs 30 kill and 30 flip trials
+of each. Every trial must end in an intact version (kill) or a clean one-line error / a
 recompute (flip), with no litter left after the next write.
 """
 
