@@ -37,7 +37,7 @@ from georag.batch import CandidateBatch, RerankResult
 from georag.geometry.diffusion import personalized_pagerank
 from georag.geometry.graphs import cosine_gram
 from georag.models.knobs import EmbeddingMap, Interval, Positive, Real
-from georag.rerank.learned import LearnableReranker
+from georag.rerank.learned import LearnableReranker, LearningOptions
 from georag.rerank.pool import pool_index, top_k_mask
 from georag.rerank.registry import register
 
@@ -202,7 +202,7 @@ class DiffusionReranker:
 
 
 @dataclass(frozen=True)
-class LearnedDiffusionConfig:
+class LearnedDiffusionConfig(LearningOptions):
     """The fixed method's config (initial damping, graph and cut) and the learning options.
 
     Parameters
@@ -213,21 +213,14 @@ class LearnedDiffusionConfig:
         near 1 (at the paper's damping the iteration stops long before).
     edge_power, teleport_power, fusion : float
         Initial values of the other knobs (see the module docstring).
-    embedding_map : bool
-        Learn a linear map of the candidate embeddings (identity at start).
-    dim : int
-        Embedding width D (for the map).
-    weights : str, optional
-        A file written by :meth:`LearnableReranker.save`; its config replaces this one.
+    embedding_map, dim, weights
+        See :class:`~georag.rerank.learned.LearningOptions`.
     """
 
     fixed: DiffusionConfig = field(default_factory=lambda: DiffusionConfig(max_iter=1000))
     edge_power: float = 1.0
     teleport_power: float = 1.0
     fusion: float = 0.0
-    embedding_map: bool = False
-    dim: int = 384
-    weights: str | None = None
 
     def __post_init__(self) -> None:
         if not 0.0 < self.fixed.damping < 1.0:

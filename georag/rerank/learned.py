@@ -29,7 +29,7 @@ the file.
 from __future__ import annotations
 
 import os
-from dataclasses import asdict, replace
+from dataclasses import asdict, dataclass, replace
 from typing import Any, ClassVar
 
 import torch
@@ -39,9 +39,28 @@ from georag._io import ArtifactError, load_torch, save_torch, sha256_file
 from georag.batch import CandidateBatch, RerankResult
 from georag.config import config_from_mapping
 
-__all__ = ["LearnableReranker", "WEIGHTS_FORMAT", "load_weights"]
+__all__ = ["LearnableReranker", "LearningOptions", "WEIGHTS_FORMAT", "load_weights"]
 
 WEIGHTS_FORMAT = "georag-learned-reranker"
+
+
+@dataclass(frozen=True)
+class LearningOptions:
+    """The options every learnable twin's config holds beside its fixed config and knobs.
+
+    Parameters
+    ----------
+    embedding_map : bool
+        Learn a linear map of the embeddings (identity at start).
+    dim : int
+        Embedding width D (for the map).
+    weights : str, optional
+        A file written by :meth:`LearnableReranker.save`; its config replaces this one.
+    """
+
+    embedding_map: bool = False
+    dim: int = 384
+    weights: str | None = None
 
 
 class LearnableReranker(nn.Module):

@@ -34,7 +34,7 @@ import torch
 from georag.batch import CandidateBatch, RerankResult
 from georag.geometry.graphs import knn_graph, single_source_shortest_paths
 from georag.models.knobs import EmbeddingMap, Interval, Positive, Real
-from georag.rerank.learned import LearnableReranker
+from georag.rerank.learned import LearnableReranker, LearningOptions
 from georag.rerank.pool import top_m_mask
 from georag.rerank.registry import register
 
@@ -175,7 +175,7 @@ class Maniscope:
 
 
 @dataclass(frozen=True)
-class LearnedManiscopeConfig:
+class LearnedManiscopeConfig(LearningOptions):
     """The fixed method's config (graph, pool, initial ``alpha``) and the learning options.
 
     Parameters
@@ -184,20 +184,13 @@ class LearnedManiscopeConfig:
         ``k``, ``top_m``, ``mutual`` (fixed) and the initial ``alpha``.
     length_scale, fusion : float
         Initial values of the other knobs (see the module docstring).
-    embedding_map : bool
-        Learn a linear map of the embeddings (identity at start).
-    dim : int
-        Embedding width D (for the map).
-    weights : str, optional
-        A file written by :meth:`LearnableReranker.save`; its config replaces this one.
+    embedding_map, dim, weights
+        See :class:`~georag.rerank.learned.LearningOptions`.
     """
 
     fixed: ManiscopeConfig = field(default_factory=ManiscopeConfig)
     length_scale: float = 1.0
     fusion: float = 0.0
-    embedding_map: bool = False
-    dim: int = 384
-    weights: str | None = None
 
     def __post_init__(self) -> None:
         if not 0.0 < self.fixed.alpha < 1.0:

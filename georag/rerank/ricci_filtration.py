@@ -66,7 +66,7 @@ from georag.geometry.ricci import (
     ricci_flow,
 )
 from georag.models.knobs import EmbeddingMap, Interval, Positive, Real
-from georag.rerank.learned import LearnableReranker
+from georag.rerank.learned import LearnableReranker, LearningOptions
 from georag.rerank.pool import best_slots
 from georag.rerank.registry import register
 
@@ -393,7 +393,7 @@ class RicciFiltration:
 
 
 @dataclass(frozen=True)
-class LearnedRicciConfig:
+class LearnedRicciConfig(LearningOptions):
     """The fixed method's config (graph, flow, initial measures and ``eta``) and the
     learning options.
 
@@ -408,12 +408,8 @@ class LearnedRicciConfig:
         ``t`` of the training surrogate ``log sigmoid((eta - w) / t)``.
     checkpoint : bool
         Recompute each flow step in the backward pass (less memory).
-    embedding_map : bool
-        Learn a linear map of the embeddings (identity at start).
-    dim : int
-        Embedding width D (for the map).
-    weights : str, optional
-        A file written by :meth:`LearnableReranker.save`; its config replaces this one.
+    embedding_map, dim, weights
+        See :class:`~georag.rerank.learned.LearningOptions`.
     """
 
     fixed: RicciFiltrationConfig = field(default_factory=RicciFiltrationConfig)
@@ -421,9 +417,6 @@ class LearnedRicciConfig:
     geometry_weight: float = 0.0
     surgery_temperature: float = 0.05
     checkpoint: bool = False
-    embedding_map: bool = False
-    dim: int = 384
-    weights: str | None = None
 
     def __post_init__(self) -> None:
         fixed = self.fixed
