@@ -49,7 +49,7 @@ from georag.geometry.cheeger import local_cheeger_ratio, pruning_scores
 from georag.geometry.diffusion import personalized_pagerank
 from georag.models.knobs import EmbeddingMap, Interval, Positive
 from georag.rerank.iso import IsoRag, IsoRagConfig, fixed_radius, head_radius
-from georag.rerank.learned import LearnableReranker
+from georag.rerank.learned import LearnableReranker, LearningOptions
 from georag.rerank.pool import top_k_mask
 from georag.rerank.registry import register
 from georag.retrieval.passage_graph import PassageGraph, corpus_graph, local_candidate_graph
@@ -60,7 +60,7 @@ KNOBS = ("damping", "lam", "prune_threshold", "topo_weight")
 
 
 @dataclass(frozen=True)
-class LearnedIsoConfig:
+class LearnedIsoConfig(LearningOptions):
     """IsoRag's settings (its defaults: the initial knobs) and the learning settings.
 
     Parameters
@@ -78,12 +78,8 @@ class LearnedIsoConfig:
     top_k : int
         Passages kept when the module is called on a :class:`QueryBatch` (the training
         module's validation); :meth:`LearnedIso.retrieve` takes its own ``top_k``.
-    embedding_map : bool
-        Learn a linear map of the embeddings (identity at start).
-    dim : int
-        Embedding width D (for the map).
-    weights : str, optional
-        A file written by :meth:`LearnableReranker.save`; its config replaces this one.
+    embedding_map, dim, weights
+        See :class:`~georag.rerank.learned.LearningOptions`.
     """
 
     num_sources: int = IsoRagConfig.num_sources
@@ -100,9 +96,6 @@ class LearnedIsoConfig:
     head: str | None = IsoRagConfig.head
     prune_temperature: float = 0.1
     top_k: int = 10
-    embedding_map: bool = False
-    dim: int = 384
-    weights: str | None = None
 
     def __post_init__(self) -> None:
         self.iso_config()  # IsoRag's own checks
