@@ -4,7 +4,7 @@ The order (docs/architecture.md), bottom to top::
 
     batch, config, _io, resources      (bottom: importable from anywhere; import only each other)
     geometry                           (imports nothing of georag)
-    models -> data -> retrieval -> rerank -> eval -> api, pipeline, integrations, cli
+    models -> data -> retrieval -> rerank -> eval -> api, pipeline, integrations, serve, cli
                                                                 (and train/, scripts/)
 
 Every ``import`` statement counts, including the lazy ones inside functions.
@@ -30,10 +30,11 @@ LAYERS = [
     "api",
     "pipeline",
     "integrations",
+    "serve",
     "cli",
     "__main__",
 ]
-TOP = LAYERS.index("api")  # api, pipeline, integrations, cli and __main__ share the top layer
+TOP = LAYERS.index("api")  # api, pipeline, integrations, serve, cli, __main__: the top layer
 
 
 def _layer(module: str, package: str) -> int | None:
