@@ -3,15 +3,14 @@
 :class:`Service` turns the raw body of a rerank request into an answer or a
 :class:`~georag.serve.shapes.RequestError` (400 malformed JSON, 413 over a limit, 422
 wrong types or empty texts, 429 queue full, 503 not warm yet). The reranker is built and
-warmed on the batch thread after start-up (``GET /health`` is ready only then): real texts
-of the demo corpus run every kernel of the method once, alone and batched.
+warmed on the batch thread in the start-up, before the worker takes connections
+(``GET /health`` is ready only then): real texts of the demo corpus run every kernel of
+the method once, alone and batched.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
-import logging
 import os
 from collections.abc import Callable
 
@@ -31,8 +30,6 @@ from georag.serve.shapes import (
 )
 
 __all__ = ["Service", "build_reranker", "warm_up"]
-
-log = logging.getLogger(__name__)
 
 
 def build_reranker(config: ServeConfig) -> Reranker:
@@ -70,11 +67,11 @@ class Service:
         self.limits = Limits(config.max_docs, config.max_text_chars)
         self.key = read_api_key(config.api_key_file) if config.api_key_file else None
         self.ready = False
-        self.failure: str | None = None
         self.batcher: MicroBatcher | None = None
 
     async def start(self) -> None:
-        """Start the batcher and the warm-up (call on the server's event loop)."""
+        """Start the batcher, build and warm the reranker (on the server's event loop, in
+        the lifespan start-up: uvicorn accepts no connection for this worker before)."""
         self.batcher = MicroBatcher(
             self._run,
             max_batch=self.config.max_batch,
@@ -83,17 +80,9 @@ class Service:
             metrics=self.metrics,
         )
         self.batcher.start()
-        self._warming = asyncio.get_running_loop().create_task(self._warm())
-
-    async def _warm(self) -> None:
-        try:
-            if self.reranker is None:
-                self.reranker = await self.batcher.call(build_reranker, self.config)
-            await self.batcher.call(warm_up, self.reranker)
-        except Exception as error:  # noqa: BLE001 - reported by /health, not a crash
-            self.failure = f"{type(error).__name__}: {error}"
-            log.error("warm-up failed: %s", self.failure)
-            return
+        if self.reranker is None:
+            self.reranker = await self.batcher.call(build_reranker, self.config)
+        await self.batcher.call(warm_up, self.reranker)
         self.ready = True
 
     async def stop(self) -> None:
@@ -105,11 +94,9 @@ class Service:
         return self.reranker.rank_batch([r.query for r in requests], [r.texts for r in requests])
 
     def health(self) -> tuple[int, dict]:
-        """``(status, body)`` of ``GET /health``: 200 once warm, 503 before (or failed)."""
+        """``(status, body)`` of ``GET /health``: 200 once warm, 503 before."""
         body = {"status": "ready" if self.ready else "warming up", "pid": os.getpid()}
         body["method"] = self.config.method
-        if self.failure:
-            body["status"], body["error"] = "failed", self.failure
         if self.ready:
             body["small_pool"] = small_pool(self.reranker.stage).rule
             body["max_batch"] = self.config.max_batch
@@ -124,7 +111,7 @@ class Service:
         """The answer to a rerank body in ``shape`` ("tei" or "v1"), and its fallback flag."""
         parse: Callable = parse_tei if shape == "tei" else parse_v1
         if not self.ready:
-            raise RequestError(503, f"not ready ({'failed' if self.failure else 'warming up'})")
+            raise RequestError(503, "not ready (warming up)")
         try:
             body = json.loads(raw)
         except ValueError as error:
