@@ -119,6 +119,9 @@ class Reranker:
         An encoder to use instead of loading ``model``.
     cache_dir : path, optional
         Also keep the embeddings on disk there (shared across processes and runs).
+    cache_size : int, optional
+        Embeddings kept in memory at most (least recently used go first); unbounded
+        by default.
     """
 
     def __init__(
@@ -129,6 +132,7 @@ class Reranker:
         model: str = DEFAULT_MODEL,
         encoder: TextEncoder | None = None,
         cache_dir: str | os.PathLike | None = None,
+        cache_size: int | None = None,
     ) -> None:
         if not isinstance(method, str) or not method.strip():
             raise ValueError(f"method: expected a registry spec (e.g. maniscope), got {method!r}")
@@ -141,7 +145,10 @@ class Reranker:
         self.encoder = encoder or TextEncoder(model, show_progress=False)
         key = f"{self.encoder.name}|max_seq_length={self.encoder.max_seq_length}"
         self.cache = TextEmbeddingCache(
-            f"{key}|{self.encoder.device.type}", cache_dir, persist=cache_dir is not None
+            f"{key}|{self.encoder.device.type}",
+            cache_dir,
+            persist=cache_dir is not None,
+            max_rows=cache_size,
         )
 
     def __repr__(self) -> str:
@@ -254,16 +261,17 @@ class Reranker:
         flags = [False] * batch.batch_size if fallback is None else fallback.cpu().tolist()
         keep = result.keep.cpu() & batch.mask
         scores = result.scores.detach().cpu().masked_fill(~keep, -math.inf)
-        order = torch.argsort(scores, dim=1, descending=True, stable=True)
+        order = torch.argsort(scores, dim=1, descending=True, stable=True).tolist()
+        scores, keep = scores.tolist(), keep.tolist()  # Python numbers once, not per element
         out = []
         for row in range(batch.batch_size):
             n = len(texts[row])
-            cols = [c for c in order[row].tolist() if c < n]
+            cols = [c for c in order[row] if c < n]
             ranked = [
                 RankedDoc(
                     id=batch.doc_ids[row][c],
-                    score=float(scores[row, c]),
-                    kept=bool(keep[row, c]),
+                    score=scores[row][c],
+                    kept=keep[row][c],
                     rank=rank,
                     index=c,
                     text=texts[row][c],

@@ -105,6 +105,7 @@ def _add_serve_args(parser: argparse.ArgumentParser) -> None:
         ("--max-text-chars", positive_int, "characters per text (413 past it)"),
         ("--max-body-bytes", positive_int, "request body size (413 past it)"),
         ("--max-queue", positive_int, "queries waiting for a batch (429 past it)"),
+        ("--cache-size", positive_int, "embeddings kept in memory per worker"),
     ):
         parser.add_argument(flag, type=kind, help=what)
     parser.add_argument("--api-key-file", help="require 'Authorization: Bearer KEY' (the file's)")
@@ -441,6 +442,7 @@ def _serve_config(args: argparse.Namespace):
         options.setdefault(learned[0], {})["weights"] = args.weights
     names = ("host", "port", "max_batch", "max_wait_ms", "workers", "max_docs")
     names += ("max_text_chars", "max_body_bytes", "max_queue", "api_key_file", "cache_dir")
+    names += ("cache_size",)
     given = {n: getattr(args, n) for n in (*names, "model_name") if getattr(args, n) is not None}
     if args.threads is not None:
         given["threads"] = args.threads

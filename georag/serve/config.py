@@ -40,6 +40,9 @@ class ServeConfig:
         A file holding the key that requests must send as ``Authorization: Bearer KEY``.
     cache_dir : str, optional
         Keep the embedding cache on disk there too (shared by the workers and runs).
+    cache_size : int
+        Embeddings each worker keeps in memory (by content hash, least recently used go
+        first; 1.5 kB each at D = 384).
     model_name : str
         The ``model`` that responses name (the method spec by default).
     """
@@ -58,10 +61,11 @@ class ServeConfig:
     max_queue: int = 256
     api_key_file: str | None = None
     cache_dir: str | None = None
+    cache_size: int = 200_000
     model_name: str = ""
 
     def __post_init__(self) -> None:
-        for name in ("max_batch", "workers", "threads", "max_docs", "max_text_chars"):
+        for name in ("max_batch", "workers", "threads", "max_docs", "max_text_chars", "cache_size"):
             if getattr(self, name) < 1:
                 raise ValueError(f"--{name.replace('_', '-')}: must be at least 1")
         if self.max_body_bytes < 1024:

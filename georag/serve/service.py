@@ -34,7 +34,12 @@ __all__ = ["Service", "build_reranker", "warm_up"]
 
 def build_reranker(config: ServeConfig) -> Reranker:
     """The text reranker of ``config`` (raises at once when a model is missing)."""
-    return Reranker(config.method, options=config.options, cache_dir=config.cache_dir)
+    return Reranker(
+        config.method,
+        options=config.options,
+        cache_dir=config.cache_dir,
+        cache_size=config.cache_size,
+    )
 
 
 def warm_up(reranker: Reranker) -> None:

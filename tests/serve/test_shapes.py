@@ -6,6 +6,10 @@ Jina / TEI rerankers are separate packages), so the client here is httpx.
 
 from __future__ import annotations
 
+import json
+import shutil
+import subprocess
+
 import httpx
 import pytest
 
@@ -129,3 +133,18 @@ def test_metrics_render_prometheus_text():
     assert 'georag_batch_size_bucket{le="2"} 0' in text
     assert 'georag_batch_size_bucket{le="4"} 1' in text
     assert "georag_queue_depth 5" in text
+
+
+@pytest.mark.skipif(shutil.which("curl") is None, reason="no curl")
+def test_the_readme_curl_lines_run_as_written(maniscope):
+    from tests.test_readme import readme_blocks
+
+    url, reranker = maniscope
+    lines = [x for b in readme_blocks("bash") for x in b.splitlines() if x.startswith("curl ")]
+    assert [("/v1/rerank" in x) for x in lines] == [False, True]
+    for line in lines:  # the README's port is the test server's here
+        line = line.replace("localhost:8080", url.removeprefix("http://"))
+        done = subprocess.run(["bash", "-c", line], capture_output=True, text=True, timeout=60)
+        answer = json.loads(done.stdout)
+        results = answer["results"] if isinstance(answer, dict) else answer
+        assert results and results[0]["index"] == 0  # the vitamin D sentence first
