@@ -45,6 +45,30 @@ async def _read_body(request: Request, limit: int) -> bytes:
     return b"".join(chunks)
 
 
+class _Count:
+    """ASGI middleware: requests by route, responses by status, latency of answered reranks
+    (plain ASGI: Starlette's ``BaseHTTPMiddleware`` costs a task and streams per request)."""
+
+    def __init__(self, app, metrics) -> None:
+        self.app, self.metrics = app, metrics
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        start, path = time.perf_counter(), scope["path"]
+        self.metrics.requests[path] += 1
+
+        async def counted(message):
+            if message["type"] == "http.response.start":
+                status = message["status"]
+                self.metrics.responses[status] += 1
+                if path in RERANK_ROUTES and status == 200:
+                    self.metrics.latency.observe(time.perf_counter() - start)
+            await send(message)
+
+        await self.app(scope, receive, counted)
+
+
 def create_app(config: ServeConfig, reranker=None) -> FastAPI:
     """The FastAPI app of one worker (``reranker``: an already built georag.Reranker)."""
     service = Service(config, reranker)
@@ -66,27 +90,19 @@ def create_app(config: ServeConfig, reranker=None) -> FastAPI:
     async def refused(request, exc: RequestError):
         return error(exc.status, exc.message)
 
-    @app.exception_handler(Exception)
-    async def failed(request, exc: Exception):
-        log.exception("request failed")
-        status = 422 if isinstance(exc, ValueError) else 500
-        return error(status, f"{type(exc).__name__}: {exc}".splitlines()[0])
-
-    @app.middleware("http")
-    async def count(request, call_next):
-        start = time.perf_counter()
-        path = request.url.path
-        service.metrics.requests[path] += 1
-        response = await call_next(request)
-        service.metrics.responses[response.status_code] += 1
-        if path in RERANK_ROUTES and response.status_code == 200:
-            service.metrics.latency.observe(time.perf_counter() - start)
-        return response
+    app.add_middleware(_Count, metrics=service.metrics)
 
     async def rerank(request: Request):
         service.check_key(request.headers.get("authorization"))
         raw = await _read_body(request, config.max_body_bytes)
-        answer, fallback = await service.rerank(RERANK_ROUTES[request.url.path], raw)
+        try:
+            answer, fallback = await service.rerank(RERANK_ROUTES[request.url.path], raw)
+        except RequestError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - a JSON error, never a dead worker
+            log.exception("request failed")
+            status = 422 if isinstance(exc, ValueError) else 500
+            return error(status, f"{type(exc).__name__}: {exc}".splitlines()[0])
         return JSONResponse(answer, headers={"X-Georag-Fallback": str(fallback).lower()})
 
     for path in RERANK_ROUTES:
