@@ -18,6 +18,7 @@ import time
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, PlainTextResponse
+from starlette.requests import ClientDisconnect
 
 from georag.serve.config import ServeConfig
 from georag.serve.service import Service
@@ -37,11 +38,14 @@ async def _read_body(request: Request, limit: int) -> bytes:
     if length is not None and length.isdigit() and int(length) > limit:
         raise RequestError(413, f"body: {length} bytes, over the limit {limit}")
     chunks, size = [], 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise RequestError(413, f"body: over the limit of {limit} bytes")
-        chunks.append(chunk)
+    try:
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                raise RequestError(413, f"body: over the limit of {limit} bytes")
+            chunks.append(chunk)
+    except ClientDisconnect:  # nobody is left to answer; counted, not logged as a crash
+        raise RequestError(400, "body: the client went away before its end") from None
     return b"".join(chunks)
 
 

@@ -1,11 +1,13 @@
 """Micro-batching: concurrent requests gathered into one batched call of the method.
 
 The first request of a batch waits at most ``max_wait_ms`` for others, or until
-``max_batch`` have come; the batch then runs as one call (on a single worker thread, so
-the event loop keeps accepting meanwhile) and each caller gets its own answer, in the
-order of the batch. While a batch runs, the next one gathers. A request finding
-``max_queue`` others waiting is refused at once (429). When a batched call fails, its
-requests are run one by one, so one bad request cannot fail the others.
+``max_batch`` have come; the batch then runs as one call and each caller gets its own
+answer, in the order of the batch. The call runs on the event loop's own thread (the
+method's work is CPU-bound, on one torch thread, so no second thread is needed): while a
+batch runs, the requests that come wait in the kernel's socket buffers and are read right
+after it, so they form the next batch. A request finding ``max_queue`` others waiting is refused at
+once (429). When a batched call fails, its requests are run one by one, so one bad
+request cannot fail the others.
 """
 
 from __future__ import annotations
@@ -14,7 +16,6 @@ import asyncio
 import collections
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from georag.serve.metrics import Metrics
@@ -63,9 +64,7 @@ class MicroBatcher:
         self.metrics = metrics
         self._queue: collections.deque[_Job] = collections.deque()
         self._arrival = asyncio.Event()
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="georag-batch")
         self._task: asyncio.Task | None = None
-        self._busy = False
 
     @property
     def waiting(self) -> int:
@@ -75,10 +74,6 @@ class MicroBatcher:
     def start(self) -> None:
         """Start gathering (on the running event loop)."""
         self._task = asyncio.get_running_loop().create_task(self._loop())
-
-    async def call(self, func: Callable, *args):
-        """Run ``func(*args)`` on the batch thread (warm-up runs there too)."""
-        return await asyncio.get_running_loop().run_in_executor(self._executor, func, *args)
 
     async def submit(self, item) -> object:
         """The answer for ``item``, computed in a batch with whatever else is waiting."""
@@ -134,11 +129,7 @@ class MicroBatcher:
             for job in jobs:
                 self.metrics.queue_wait.observe(start - job.arrived)
             self.metrics.batch_size.observe(len(jobs))
-            self._busy = True
-            try:
-                answers = await self.call(self._run_isolated, [job.item for job in jobs])
-            finally:
-                self._busy = False
+            answers = self._run_isolated([job.item for job in jobs])
             for job, answer in zip(jobs, answers):
                 if job.future.done():
                     continue
@@ -149,8 +140,7 @@ class MicroBatcher:
 
     async def close(self) -> None:
         """Answer everything queued, then stop."""
-        while self._queue or self._busy:
+        while self._queue:
             await asyncio.sleep(0.005)
         if self._task is not None:
             self._task.cancel()
-        self._executor.shutdown(wait=True)

@@ -3,7 +3,7 @@
 :class:`Service` turns the raw body of a rerank request into an answer or a
 :class:`~georag.serve.shapes.RequestError` (400 malformed JSON, 413 over a limit, 422
 wrong types or empty texts, 429 queue full, 503 not warm yet). The reranker is built and
-warmed on the batch thread in the start-up, before the worker takes connections
+warmed in the start-up, before the worker takes connections
 (``GET /health`` is ready only then): real texts of the demo corpus run every kernel of
 the method once, alone and batched.
 """
@@ -86,8 +86,8 @@ class Service:
         )
         self.batcher.start()
         if self.reranker is None:
-            self.reranker = await self.batcher.call(build_reranker, self.config)
-        await self.batcher.call(warm_up, self.reranker)
+            self.reranker = build_reranker(self.config)
+        warm_up(self.reranker)
         self.ready = True
 
     async def stop(self) -> None:

@@ -122,6 +122,8 @@ def test_a_killed_worker_leaves_the_others_serving(cache_dir):
             return lost, after
 
         lost, after = asyncio.run(scenario())
+        failed = sum(getattr(r, "status_code", None) != 200 for r in lost)
+        print(f"killed worker: {failed} of {len(lost)} requests in flight failed")
         assert [getattr(r, "status_code", None) for r in after] == [200] * len(after)
         assert sum(getattr(r, "status_code", None) == 200 for r in lost) >= 1
         assert httpx.get(f"{url}/health", timeout=10).status_code == 200
