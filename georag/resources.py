@@ -61,8 +61,8 @@ def require_model(name_or_path: str, *, hint: str = "") -> str:
 
     A local folder or a model shipped in an installed package is returned as that
     function does; a hub id must be in the local Hugging Face cache, or the hub must be
-    reachable (a 3-second connection test), instead of the hub client's retries (about
-    40 s offline) before it gives up.
+    reachable (a 3-second connection test), instead of the hub client's five retries (about
+    a minute without a network) before it gives up.
 
     Parameters
     ----------
