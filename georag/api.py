@@ -26,6 +26,7 @@ import torch
 
 from georag.batch import CandidateBatch, RerankResult
 from georag.rerank.registry import is_retriever, make_reranker
+from georag.rerank.small_pool import rerank_small_pools
 from georag.resources import DEFAULT_MODEL
 from georag.retrieval.encoder import TextEncoder
 from georag.retrieval.text_cache import TextEmbeddingCache
@@ -52,6 +53,9 @@ class RankedDoc:
     index : int
         Position in the input ``docs``.
     text : str
+    fallback : bool
+        True when the query had too few documents for the method's geometry, so the list
+        is the first-stage order (see :mod:`georag.rerank.small_pool`).
     """
 
     id: str
@@ -60,6 +64,7 @@ class RankedDoc:
     rank: int
     index: int
     text: str
+    fallback: bool = False
 
 
 def _normalize(docs: Sequence[Doc], where: str) -> tuple[list[str], list[str], list | None]:
@@ -114,6 +119,9 @@ class Reranker:
         An encoder to use instead of loading ``model``.
     cache_dir : path, optional
         Also keep the embeddings on disk there (shared across processes and runs).
+    cache_size : int, optional
+        Embeddings kept in memory at most (least recently used go first); unbounded
+        by default.
     """
 
     def __init__(
@@ -124,6 +132,7 @@ class Reranker:
         model: str = DEFAULT_MODEL,
         encoder: TextEncoder | None = None,
         cache_dir: str | os.PathLike | None = None,
+        cache_size: int | None = None,
     ) -> None:
         if not isinstance(method, str) or not method.strip():
             raise ValueError(f"method: expected a registry spec (e.g. maniscope), got {method!r}")
@@ -136,7 +145,10 @@ class Reranker:
         self.encoder = encoder or TextEncoder(model, show_progress=False)
         key = f"{self.encoder.name}|max_seq_length={self.encoder.max_seq_length}"
         self.cache = TextEmbeddingCache(
-            f"{key}|{self.encoder.device.type}", cache_dir, persist=cache_dir is not None
+            f"{key}|{self.encoder.device.type}",
+            cache_dir,
+            persist=cache_dir is not None,
+            max_rows=cache_size,
         )
 
     def __repr__(self) -> str:
@@ -224,34 +236,46 @@ class Reranker:
         docs_lists: Sequence[Sequence[Doc]],
         top_k: int | None = None,
     ) -> list[list[RankedDoc]]:
-        """Rerank many queries in one batched call of the method (see :meth:`rank`)."""
+        """Rerank many queries in one batched call of the method (see :meth:`rank`).
+
+        A query with fewer documents than the method's graph needs is answered by the
+        method's small-pool rule (:mod:`georag.rerank.small_pool`), alone or in a batch.
+        """
         if top_k is not None and (not isinstance(top_k, int) or top_k <= 0):
             raise ValueError(f"top_k: expected a positive integer, got {top_k!r}")
         batch, texts = self.batch(queries, docs_lists)
-        device = self.encoder.device
-        result: RerankResult = self.stage(batch.to(device))
-        return self.rankings(batch, result, texts, top_k)
+        result, fallback = rerank_small_pools(self.stage, batch.to(self.encoder.device))
+        return self.rankings(batch, result, texts, top_k, fallback=fallback)
 
     @staticmethod
     def rankings(
-        batch: CandidateBatch, result: RerankResult, texts: list[list[str]], top_k: int | None
+        batch: CandidateBatch,
+        result: RerankResult,
+        texts: list[list[str]],
+        top_k: int | None,
+        *,
+        fallback: torch.Tensor | None = None,
     ) -> list[list[RankedDoc]]:
-        """Turn a result into one sorted :class:`RankedDoc` list per query."""
+        """Turn a result into one sorted :class:`RankedDoc` list per query
+        (``fallback``: (B,) bool, the queries answered in first-stage order)."""
+        flags = [False] * batch.batch_size if fallback is None else fallback.cpu().tolist()
         keep = result.keep.cpu() & batch.mask
         scores = result.scores.detach().cpu().masked_fill(~keep, -math.inf)
-        order = torch.argsort(scores, dim=1, descending=True, stable=True)
+        order = torch.argsort(scores, dim=1, descending=True, stable=True).tolist()
+        scores, keep = scores.tolist(), keep.tolist()  # Python numbers once, not per element
         out = []
         for row in range(batch.batch_size):
             n = len(texts[row])
-            cols = [c for c in order[row].tolist() if c < n]
+            cols = [c for c in order[row] if c < n]
             ranked = [
                 RankedDoc(
                     id=batch.doc_ids[row][c],
-                    score=float(scores[row, c]),
-                    kept=bool(keep[row, c]),
+                    score=scores[row][c],
+                    kept=keep[row][c],
                     rank=rank,
                     index=c,
                     text=texts[row][c],
+                    fallback=bool(flags[row]),
                 )
                 for rank, c in enumerate(cols)
             ]

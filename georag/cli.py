@@ -1,4 +1,4 @@
-"""The ``georag`` command: demo, eval, index, search.
+"""The ``georag`` command: demo, eval, sweep, index, search, plot, serve.
 
 Bad arguments print one line, ``georag: error: ...``, and exit with status 2.
 """
@@ -85,6 +85,34 @@ def _add_eval_args(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_serve_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--method", required=True, help="method spec (e.g. maniscope, ricci+bi)")
+    parser.add_argument(
+        "--method-option",
+        action="append",
+        metavar="NAME.KEY=VALUE",
+        type=_assignment,
+        help="one config field of a stage (e.g. maniscope.k=7); repeatable",
+    )
+    parser.add_argument("--weights", help="trained weights of the spec's learned stage")
+    parser.add_argument("--host", help="address to bind (default 127.0.0.1: loopback only)")
+    parser.add_argument("--port", type=int, help="port (default 8080)")
+    for flag, kind, what in (
+        ("--max-batch", positive_int, "queries per batched call (1: no micro-batching)"),
+        ("--max-wait-ms", float, "how long a batch waits for more queries"),
+        ("--workers", positive_int, "server processes"),
+        ("--max-docs", positive_int, "documents per request (413 past it)"),
+        ("--max-text-chars", positive_int, "characters per text (413 past it)"),
+        ("--max-body-bytes", positive_int, "request body size (413 past it)"),
+        ("--max-queue", positive_int, "queries waiting for a batch (429 past it)"),
+        ("--cache-size", positive_int, "embeddings kept in memory per worker"),
+    ):
+        parser.add_argument(flag, type=kind, help=what)
+    parser.add_argument("--api-key-file", help="require 'Authorization: Bearer KEY' (the file's)")
+    parser.add_argument("--cache-dir", help="also keep the embedding cache on disk there")
+    parser.add_argument("--model-name", help="the 'model' named in responses (default: --method)")
+
+
 def _build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="georag", description="Geometric reranking for RAG.")
     parser.add_argument("-v", "--verbose", action="store_true", help="log progress details")
@@ -147,6 +175,8 @@ def _build_parser() -> argparse.ArgumentParser:
     flow.add_argument("--query", type=int, default=0, help="index of the query to draw")
     flow.add_argument("--out", type=Path, default=Path("runs/plots"), help="output folder")
 
+    _add_serve_args(sub.add_parser("serve", help="serve a reranker over HTTP (extra 'serve')"))
+
     search = sub.add_parser("search", help="query an index built by 'georag index'")
     search.add_argument("--index", required=True, type=Path, help="index folder")
     search.add_argument("query", nargs="+", help="query text")
@@ -164,7 +194,6 @@ def _build_parser() -> argparse.ArgumentParser:
 def _eval_config(args: argparse.Namespace):
     from georag.config import read_yaml
     from georag.eval.runner import EvalConfig
-    from georag.rerank.registry import parse_option
 
     values: dict = {}
     if args.config is not None:
@@ -188,13 +217,21 @@ def _eval_config(args: argparse.Namespace):
     configs = dict(values.get("method_configs") or {})
     configs.update(dict(args.method_config or []))
     options = {name: dict(v) for name, v in (values.get("method_options") or {}).items()}
+    values.update(method_configs=configs, method_options=_method_options(args, options))
+    return EvalConfig.from_dict(values)
+
+
+def _method_options(args: argparse.Namespace, options: dict | None = None) -> dict:
+    """``--method-option NAME.KEY=VALUE`` pairs over ``options``, each parsed to its type."""
+    from georag.rerank.registry import parse_option
+
+    options = options or {}
     for key, text in args.method_option or []:
         name, dot, field = key.partition(".")
         if not dot or not field:
             raise ValueError(f"--method-option: expected NAME.KEY=VALUE, got {key}={text}")
         options.setdefault(name, {})[field] = parse_option(name, field, text)
-    values.update(method_configs=configs, method_options=options)
-    return EvalConfig.from_dict(values)
+    return options
 
 
 def _notes(rows: list[dict]) -> str:
@@ -390,12 +427,54 @@ def _cmd_plot(args: argparse.Namespace) -> None:
     print(f"wrote {plot_quality_latency(rows, out, metric=args.metric)}")
 
 
+def _serve_config(args: argparse.Namespace):
+    from georag.rerank.registry import config_class
+    from georag.serve.config import ServeConfig
+
+    options = _method_options(args)
+    if args.weights is not None:
+        stages = [n.strip() for n in args.method.split("+")]
+        learned = [
+            n for n in stages if "weights" in getattr(config_class(n), "__dataclass_fields__", {})
+        ]
+        if len(learned) != 1:
+            raise ValueError(f"--weights: {args.method!r} has no single stage that takes weights")
+        options.setdefault(learned[0], {})["weights"] = args.weights
+    names = ("host", "port", "max_batch", "max_wait_ms", "workers", "max_docs")
+    names += ("max_text_chars", "max_body_bytes", "max_queue", "api_key_file", "cache_dir")
+    names += ("cache_size",)
+    given = {n: getattr(args, n) for n in (*names, "model_name") if getattr(args, n) is not None}
+    if args.threads is not None:
+        given["threads"] = args.threads
+    return ServeConfig(method=args.method, options=options, **given)
+
+
+def _cmd_serve(args: argparse.Namespace) -> None:
+    try:
+        import fastapi  # noqa: F401
+        import uvicorn  # noqa: F401
+    except ImportError:
+        raise ValueError("serve needs the extra 'serve': pip install 'georag[serve]'") from None
+    from georag.eval.threads import apply_thread_policy
+    from georag.serve.app import run
+    from georag.serve.auth import read_api_key
+    from georag.serve.service import build_reranker
+
+    config = _serve_config(args)
+    if config.api_key_file:
+        read_api_key(config.api_key_file)
+    apply_thread_policy(config.threads)
+    reranker = build_reranker(config)  # a missing model fails here, in seconds
+    run(config, reranker if config.workers == 1 else None)
+
+
 _COMMANDS = {
     "demo": _cmd_demo,
     "eval": _cmd_eval,
     "sweep": _cmd_sweep,
     "index": _cmd_index,
     "search": _cmd_search,
+    "serve": _cmd_serve,
     "plot": _cmd_plot,
 }
 

@@ -6,9 +6,17 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import socket
 from pathlib import Path
+from urllib.parse import urlparse
 
-__all__ = ["DEFAULT_MODEL", "data_roots", "default_cache_dir", "resolve_model_path"]
+__all__ = [
+    "DEFAULT_MODEL",
+    "data_roots",
+    "default_cache_dir",
+    "require_model",
+    "resolve_model_path",
+]
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
 
@@ -41,6 +49,61 @@ def resolve_model_path(name_or_path: str) -> str:
         if folder is not None:
             return str(folder)
     return name_or_path
+
+
+def _offline() -> bool:
+    flags = (os.environ.get(k, "") for k in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"))
+    return any(flag.strip().upper() in {"1", "ON", "YES", "TRUE"} for flag in flags)
+
+
+def require_model(name_or_path: str, *, hint: str = "") -> str:
+    """:func:`resolve_model_path`, failing at once when the model cannot be had.
+
+    A local folder or a model shipped in an installed package is returned as that
+    function does; a hub id must be in the local Hugging Face cache, or the hub must be
+    reachable (a 3-second connection test), instead of the hub client's five retries (about
+    a minute without a network) before it gives up.
+
+    Parameters
+    ----------
+    name_or_path : str
+    hint : str
+        What the user can do instead, appended to the error (e.g. the extra to install).
+
+    Raises
+    ------
+    OSError
+        One line naming the model, why it cannot be loaded, and ``hint``.
+    """
+    resolved = resolve_model_path(name_or_path)
+    if os.path.isdir(resolved):
+        return resolved
+    fix = f"; {hint}" if hint else ""
+    try:
+        from huggingface_hub import try_to_load_from_cache
+    except ImportError:
+        return resolved
+    try:
+        cached = try_to_load_from_cache(resolved, "config.json")
+    except ValueError:  # neither a folder nor a valid hub id
+        raise OSError(f"model {name_or_path!r}: no such folder, nor a hub id{fix}") from None
+    if isinstance(cached, str):
+        return resolved
+    if _offline():
+        raise OSError(
+            f"model {name_or_path!r}: not a local folder, not in the Hugging Face cache, "
+            f"and HF_HUB_OFFLINE is set{fix}"
+        )
+    endpoint = urlparse(os.environ.get("HF_ENDPOINT") or "https://huggingface.co")
+    host = endpoint.hostname or "huggingface.co"
+    try:
+        socket.create_connection((host, endpoint.port or 443), timeout=3).close()
+    except OSError as error:
+        raise OSError(
+            f"model {name_or_path!r}: not a local folder, not in the Hugging Face cache, "
+            f"and {host} cannot be reached ({error}){fix}"
+        ) from None
+    return resolved
 
 
 def default_cache_dir() -> Path:

@@ -4,7 +4,7 @@ The order (docs/architecture.md), bottom to top::
 
     batch, config, _io, resources      (bottom: importable from anywhere; import only each other)
     geometry                           (imports nothing of georag)
-    models -> data -> retrieval -> rerank -> eval -> api, integrations, cli
+    models -> data -> retrieval -> rerank -> eval -> api, integrations, serve, cli
                                                                 (and train/, scripts/)
 
 Every ``import`` statement counts, including the lazy ones inside functions.
@@ -29,10 +29,11 @@ LAYERS = [
     "eval",
     "api",
     "integrations",
+    "serve",
     "cli",
     "__main__",
 ]
-TOP = LAYERS.index("api")  # api, integrations, cli and __main__ share the top layer
+TOP = LAYERS.index("api")  # api, integrations, serve, cli and __main__ share the top layer
 
 
 def _layer(module: str, package: str) -> int | None:

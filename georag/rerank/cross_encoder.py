@@ -8,7 +8,7 @@ import torch
 
 from georag.batch import CandidateBatch, RerankResult
 from georag.rerank.registry import register
-from georag.resources import resolve_model_path
+from georag.resources import require_model
 from georag.retrieval.encoder import default_device
 
 __all__ = ["CrossEncoderConfig", "CrossEncoderReranker"]
@@ -50,11 +50,12 @@ class CrossEncoderReranker:
         model=None,
         tokenizer=None,
     ) -> None:
-        from transformers import AutoModelForSequenceClassification, AutoTokenizer
-
         self.config = config or CrossEncoderConfig()
         self.device = torch.device(device) if device is not None else default_device()
-        path = resolve_model_path(self.config.model)
+        if model is None or tokenizer is None:  # no cross-encoder weights ship on PyPI
+            path = require_model(self.config.model, hint="give ce.model=PATH (a local folder)")
+        from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
         self.tokenizer = tokenizer or AutoTokenizer.from_pretrained(path)
         self.model = (model or AutoModelForSequenceClassification.from_pretrained(path)).to(
             self.device

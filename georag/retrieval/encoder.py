@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from georag.resources import DEFAULT_MODEL, resolve_model_path
+from georag.resources import DEFAULT_MODEL, require_model
 
 __all__ = ["TextEncoder", "default_device"]
 
@@ -46,9 +46,7 @@ class TextEncoder:
         self.device = torch.device(device) if device is not None else default_device()
         self.batch_size = batch_size
         self.show_progress = show_progress
-        self.model = SentenceTransformer(
-            resolve_model_path(model_name_or_path), device=str(self.device)
-        )
+        self.model = SentenceTransformer(require_model(model_name_or_path), device=str(self.device))
         self.to(self.device)
         self.model.eval()
 

@@ -10,6 +10,7 @@ inconsistent shards are reported and skipped (their texts are encoded again).
 
 from __future__ import annotations
 
+import collections
 import hashlib
 import logging
 import os
@@ -43,6 +44,9 @@ class TextEmbeddingCache:
         Texts encoded and written per shard.
     persist : bool
         Read and write shards on disk; False keeps the embeddings in memory only.
+    max_rows : int, optional
+        Embeddings held in memory at most (a long-running service's bound); the least
+        recently used go first, and are read or encoded again when next asked for.
     """
 
     def __init__(
@@ -52,14 +56,18 @@ class TextEmbeddingCache:
         *,
         shard_size: int = 256,
         persist: bool = True,
+        max_rows: int | None = None,
     ) -> None:
         if shard_size <= 0:
             raise ValueError(f"shard_size must be positive, got {shard_size}")
+        if max_rows is not None and max_rows <= 0:
+            raise ValueError(f"max_rows must be positive, got {max_rows}")
         root = Path(folder) if folder is not None else default_cache_dir() / "text_embeddings"
         self.folder = root / hashlib.sha256(model_key.encode()).hexdigest()[:24]
         self.shard_size = shard_size
         self.persist = persist
-        self._rows: dict[str, torch.Tensor] = {}
+        self.max_rows = max_rows
+        self._rows: collections.OrderedDict[str, torch.Tensor] = collections.OrderedDict()
         self._seen: set[str] = set()
         self.hits = 0
         self.misses = 0
@@ -87,7 +95,7 @@ class TextEmbeddingCache:
                 continue
             tensor = torch.from_numpy(embeddings)
             for i, key in enumerate(hashes.tolist()):
-                self._rows[key] = tensor[i]
+                self._remember(key, tensor[i])
 
     def _save(self, hashes: list[str], embeddings: torch.Tensor) -> None:
         if not self.persist:
@@ -110,7 +118,14 @@ class TextEmbeddingCache:
                 f"embeddings: expected ({len(texts)}, D), got {tuple(embeddings.shape)}"
             )
         for text, row in zip(texts, embeddings.float().cpu()):
-            self._rows[content_hash([text])] = row
+            self._remember(content_hash([text]), row)
+
+    def _remember(self, key: str, row: torch.Tensor) -> None:
+        self._rows[key] = row
+        if self.max_rows is not None:
+            self._rows.move_to_end(key)
+            while len(self._rows) > self.max_rows:
+                self._rows.popitem(last=False)
 
     def encode(
         self, texts: Sequence[str], encode: Callable[[list[str]], torch.Tensor]
@@ -130,9 +145,13 @@ class TextEmbeddingCache:
         keys = [content_hash([text]) for text in texts]
         if any(key not in self._rows for key in keys):
             self._refresh()
-        missing = list(dict.fromkeys(k for k in keys if k not in self._rows))
+        found = {k: self._rows[k] for k in keys if k in self._rows}
+        if self.max_rows is not None:
+            for key in found:
+                self._rows.move_to_end(key)
+        missing = list(dict.fromkeys(k for k in keys if k not in found))
         self.misses += len(missing)
-        self.hits += len(set(keys)) - len(missing)
+        self.hits += len(found)
         if missing:
             text_of = dict(zip(keys, texts))
             for start in range(0, len(missing), self.shard_size):
@@ -140,7 +159,8 @@ class TextEmbeddingCache:
                 embeddings = encode([text_of[k] for k in chunk]).float().cpu()
                 self._save(chunk, embeddings)
                 for i, key in enumerate(chunk):
-                    self._rows[key] = embeddings[i]
+                    found[key] = embeddings[i]
+                    self._remember(key, embeddings[i])
         if not keys:
             return torch.empty(0, 0)
-        return torch.stack([self._rows[k] for k in keys])
+        return torch.stack([found[k] for k in keys])

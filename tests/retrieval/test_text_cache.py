@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from georag.retrieval.cache import content_hash
 from georag.retrieval.text_cache import TextEmbeddingCache
 
 
@@ -46,3 +47,17 @@ def test_memory_only_add_and_bad_shards(tmp_path):
     disk.folder.mkdir(parents=True)
     (disk.folder / "broken.npz").write_bytes(b"not a zip")
     assert disk.encode(["q"], enc).shape == (1, 3) and enc.seen[-1] == "q"
+
+
+def test_a_bounded_cache_keeps_the_most_recently_used(tmp_path):
+    enc = CountingEncoder()
+    cache = TextEmbeddingCache("m", tmp_path, persist=False, max_rows=3)
+    assert cache.encode(["a", "b", "c", "d"], enc).shape == (4, 3)  # a batch wider than the bound
+    assert len(cache._rows) == 3 and enc.seen == ["a", "b", "c", "d"]
+    cache.encode(["b"], enc)  # b is now the most recent; c the least
+    cache.encode(["e"], enc)
+    assert list(cache._rows) == [content_hash([t]) for t in ("d", "b", "e")]
+    want = CountingEncoder()(["c"])
+    assert torch.equal(cache.encode(["c"], enc), want) and enc.seen[-1] == "c"  # encoded again
+    with pytest.raises(ValueError, match="max_rows"):
+        TextEmbeddingCache("m", tmp_path, max_rows=0)

@@ -1,0 +1,153 @@
+"""The FastAPI application and its uvicorn runner (both imported only here, on use).
+
+FastAPI resolves the handlers' annotations at run time, so this module does not defer
+them (``from __future__ import annotations``) and imports FastAPI at its top; only the
+``serve`` command imports it.
+
+Routes: ``POST /rerank`` (text-embeddings-inference shape), ``POST /v1/rerank`` (Cohere /
+Jina shape), ``GET /health``, ``GET /metrics`` (Prometheus text). Every error is a JSON
+body ``{"error", "status"}`` with its status code; nothing a request sends takes the
+worker down. With ``workers > 1`` uvicorn's supervisor runs the processes (and restarts
+one that dies); each builds its reranker from the settings in ``$GEORAG_SERVE_CONFIG``.
+"""
+
+import contextlib
+import logging
+import os
+import time
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, PlainTextResponse
+from starlette.requests import ClientDisconnect
+
+from georag.serve.config import ServeConfig
+from georag.serve.service import Service
+from georag.serve.shapes import RequestError
+
+__all__ = ["create_app", "app_from_env", "run"]
+
+CONFIG_ENV = "GEORAG_SERVE_CONFIG"
+RERANK_ROUTES = {"/rerank": "tei", "/v1/rerank": "v1"}
+
+log = logging.getLogger(__name__)
+
+
+async def _read_body(request: Request, limit: int) -> bytes:
+    """The body, refused with 413 past ``limit`` bytes (announced or streamed)."""
+    length = request.headers.get("content-length")
+    if length is not None and length.isdigit() and int(length) > limit:
+        raise RequestError(413, f"body: {length} bytes, over the limit {limit}")
+    chunks, size = [], 0
+    try:
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                raise RequestError(413, f"body: over the limit of {limit} bytes")
+            chunks.append(chunk)
+    except ClientDisconnect:  # nobody is left to answer; counted, not logged as a crash
+        raise RequestError(400, "body: the client went away before its end") from None
+    return b"".join(chunks)
+
+
+class _Count:
+    """ASGI middleware: requests by route, responses by status, latency of answered reranks
+    (plain ASGI: Starlette's ``BaseHTTPMiddleware`` costs a task and streams per request)."""
+
+    def __init__(self, app, metrics) -> None:
+        self.app, self.metrics = app, metrics
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        start, path = time.perf_counter(), scope["path"]
+        self.metrics.requests[path] += 1
+
+        async def counted(message):
+            if message["type"] == "http.response.start":
+                status = message["status"]
+                self.metrics.responses[status] += 1
+                if path in RERANK_ROUTES and status == 200:
+                    self.metrics.latency.observe(time.perf_counter() - start)
+            await send(message)
+
+        await self.app(scope, receive, counted)
+
+
+def create_app(config: ServeConfig, reranker=None) -> FastAPI:
+    """The FastAPI app of one worker (``reranker``: an already built georag.Reranker)."""
+    service = Service(config, reranker)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app):
+        await service.start()
+        yield
+        await service.stop()
+
+    app = FastAPI(title="georag rerank", lifespan=lifespan, docs_url=None, redoc_url=None)
+    app.state.service = service
+
+    def error(status: int, message: str) -> JSONResponse:
+        headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+        return JSONResponse({"error": message, "status": status}, status, headers=headers)
+
+    @app.exception_handler(RequestError)
+    async def refused(request, exc: RequestError):
+        return error(exc.status, exc.message)
+
+    app.add_middleware(_Count, metrics=service.metrics)
+
+    async def rerank(request: Request):
+        service.check_key(request.headers.get("authorization"))
+        raw = await _read_body(request, config.max_body_bytes)
+        try:
+            answer, fallback = await service.rerank(RERANK_ROUTES[request.url.path], raw)
+        except RequestError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - a JSON error, never a dead worker
+            log.exception("request failed")
+            status = 422 if isinstance(exc, ValueError) else 500
+            return error(status, f"{type(exc).__name__}: {exc}".splitlines()[0])
+        return JSONResponse(answer, headers={"X-Georag-Fallback": str(fallback).lower()})
+
+    for path in RERANK_ROUTES:
+        app.add_api_route(path, rerank, methods=["POST"])
+
+    @app.get("/health")
+    async def health():
+        status, body = service.health()
+        return JSONResponse(body, status)
+
+    @app.get("/metrics")
+    async def metrics(request: Request):
+        service.check_key(request.headers.get("authorization"))
+        waiting = service.batcher.waiting if service.batcher else 0
+        return PlainTextResponse(service.metrics.render(waiting))
+
+    return app
+
+
+def app_from_env() -> FastAPI:
+    """The app of a worker process started by uvicorn's supervisor."""
+    from georag.eval.threads import apply_thread_policy
+
+    config = ServeConfig.from_json(os.environ[CONFIG_ENV])
+    apply_thread_policy(config.threads)
+    return create_app(config)
+
+
+def run(config: ServeConfig, reranker=None) -> None:
+    """Serve until SIGTERM / SIGINT (then finish the accepted requests and exit)."""
+    import uvicorn
+
+    options = dict(host=config.host, port=config.port, log_level="warning", access_log=False)
+    print(
+        f"georag serve: {config.method} on http://{config.host}:{config.port} "
+        f"(workers {config.workers}, max batch {config.max_batch}, "
+        f"max wait {config.max_wait_ms:g} ms)",
+        flush=True,
+    )
+    if config.workers == 1:
+        uvicorn.run(create_app(config, reranker), **options)
+        return
+    os.environ[CONFIG_ENV] = config.to_json()
+    uvicorn.run("georag.serve.app:app_from_env", factory=True, workers=config.workers, **options)

@@ -1,0 +1,129 @@
+"""The service without its web framework: a reranker, its micro-batcher, limits, metrics.
+
+:class:`Service` turns the raw body of a rerank request into an answer or a
+:class:`~georag.serve.shapes.RequestError` (400 malformed JSON, 413 over a limit, 422
+wrong types or empty texts, 429 queue full, 503 not warm yet). The reranker is built and
+warmed in the start-up, before the worker takes connections
+(``GET /health`` is ready only then): real texts of the demo corpus run every kernel of
+the method once, alone and batched.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+
+from georag.api import Reranker
+from georag.rerank.small_pool import small_pool
+from georag.serve.auth import authorized, read_api_key
+from georag.serve.batcher import MicroBatcher
+from georag.serve.config import ServeConfig
+from georag.serve.metrics import Metrics
+from georag.serve.shapes import (
+    Limits,
+    RequestError,
+    answer_tei,
+    answer_v1,
+    parse_tei,
+    parse_v1,
+)
+
+__all__ = ["Service", "build_reranker", "warm_up"]
+
+
+def build_reranker(config: ServeConfig) -> Reranker:
+    """The text reranker of ``config`` (raises at once when a model is missing)."""
+    return Reranker(
+        config.method,
+        options=config.options,
+        cache_dir=config.cache_dir,
+        cache_size=config.cache_size,
+    )
+
+
+def warm_up(reranker: Reranker) -> None:
+    """Run the method once alone and once batched on twelve bundled demo texts."""
+    from georag.data.bundled import DEMO_DIR
+
+    def texts(name: str) -> list[str]:
+        lines = (DEMO_DIR / name).read_text(encoding="utf-8").splitlines()
+        return [json.loads(line)["text"] for line in lines]
+
+    queries, docs = texts("queries.jsonl"), texts("corpus.jsonl")[:12]
+    reranker.rank(queries[0], docs[:3])
+    reranker.rank_batch(queries[:2], [docs, docs[:5]])
+
+
+class Service:
+    """One worker's rerank service.
+
+    Parameters
+    ----------
+    config : ServeConfig
+    reranker : Reranker, optional
+        Already built (the command builds it first, to fail fast); else built at start.
+    """
+
+    def __init__(self, config: ServeConfig, reranker: Reranker | None = None) -> None:
+        self.config = config
+        self.reranker = reranker
+        self.metrics = Metrics()
+        self.limits = Limits(config.max_docs, config.max_text_chars)
+        self.key = read_api_key(config.api_key_file) if config.api_key_file else None
+        self.ready = False
+        self.batcher: MicroBatcher | None = None
+
+    async def start(self) -> None:
+        """Start the batcher, build and warm the reranker (on the server's event loop, in
+        the lifespan start-up: uvicorn accepts no connection for this worker before)."""
+        self.batcher = MicroBatcher(
+            self._run,
+            max_batch=self.config.max_batch,
+            max_wait_ms=self.config.max_wait_ms,
+            max_queue=self.config.max_queue,
+            metrics=self.metrics,
+        )
+        self.batcher.start()
+        if self.reranker is None:
+            self.reranker = build_reranker(self.config)
+        warm_up(self.reranker)
+        self.ready = True
+
+    async def stop(self) -> None:
+        """Answer what was accepted, then stop the batcher."""
+        if self.batcher is not None:
+            await self.batcher.close()
+
+    def _run(self, requests: list) -> list:
+        return self.reranker.rank_batch([r.query for r in requests], [r.texts for r in requests])
+
+    def health(self) -> tuple[int, dict]:
+        """``(status, body)`` of ``GET /health``: 200 once warm, 503 before."""
+        body = {"status": "ready" if self.ready else "warming up", "pid": os.getpid()}
+        body["method"] = self.config.method
+        if self.ready:
+            body["small_pool"] = small_pool(self.reranker.stage).rule
+            body["max_batch"] = self.config.max_batch
+        return (200 if self.ready else 503), body
+
+    def check_key(self, header: str | None) -> None:
+        """Raise 401 unless the service has no key or ``header`` carries it."""
+        if self.key is not None and not authorized(header, self.key):
+            raise RequestError(401, "missing or wrong API key (Authorization: Bearer KEY)")
+
+    async def rerank(self, shape: str, raw: bytes) -> tuple[object, bool]:
+        """The answer to a rerank body in ``shape`` ("tei" or "v1"), and its fallback flag."""
+        parse: Callable = parse_tei if shape == "tei" else parse_v1
+        if not self.ready:
+            raise RequestError(503, "not ready (warming up)")
+        try:
+            body = json.loads(raw)
+        except ValueError as error:
+            raise RequestError(400, f"body: malformed JSON ({error})") from None
+        request = parse(body, self.limits)
+        ranked = await self.batcher.submit(request)
+        fallback = bool(ranked and ranked[0].fallback)
+        if shape == "tei":
+            return answer_tei(request, ranked), fallback
+        return answer_v1(request, ranked, self.config.served_name), fallback
