@@ -55,6 +55,12 @@ _METHODS: dict[str, tuple[str, str, str | None]] = {
     "learned_map": ("georag.rerank.learned_map", "LearnedMap", "LearnedMapConfig"),
     "learned_ricci": ("georag.rerank.learned_ricci", "LearnedRicci", "LearnedRicciConfig"),
     "learned_iso": ("georag.rerank.learned_iso", "LearnedIso", "LearnedIsoConfig"),
+    "learned_adapter": ("georag.rerank.adapter", "LearnedAdapter", "AdapterConfig"),
+    "prior": ("georag.rerank.doc_prior", "DocPrior", "DocPriorConfig"),
+    "rocchio": ("georag.rerank.rocchio", "Rocchio", "RocchioConfig"),
+    "ltr": ("georag.rerank.ltr", "LambdaRank", "LambdaRankConfig"),
+    "graph_smoothing": ("georag.rerank.residual_heads", "GraphSmoothing", "GraphSmoothingConfig"),
+    "feature_head": ("georag.rerank.residual_heads", "FeatureHead", "FeatureHeadConfig"),
 }
 
 
