@@ -5,6 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from georag.eval.synthetic import random_batch
 from georag.rerank.adapter import AdapterConfig, LearnedAdapter, adapter_scores, mapped_cosine
@@ -170,3 +172,29 @@ def test_prior_leaves_a_query_own_labels_out():
     qrels = {"a": {"d1": 1, "d2": 0}, "b": {"d1": 2, "d3": 1}}
     got = relevant_elsewhere(["a", "b", "c"], [["d1", "d3"], ["d1", "d3"], ["d2", ""]], qrels)
     assert got.tolist() == [[1.0, 1.0], [1.0, 0.0], [0.0, 0.0]]
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    b=st.integers(1, 3),
+    m=st.integers(2, 8),
+    k=st.integers(1, 6),
+    beta=st.floats(0.0, 1.0),
+    temperature=st.floats(1e-3, 10.0),
+    seed=st.integers(0, 2**16),
+    duplicate=st.booleans(),
+)
+def test_smoothing_stays_a_convex_mix_of_real_scores(b, m, k, beta, temperature, seed, duplicate):
+    g = torch.Generator().manual_seed(seed)
+    cands = torch.randn(b, m, 4, generator=g, dtype=torch.float64)
+    if duplicate:  # identical embeddings: every similarity ties
+        cands = cands[:, :1].expand(-1, m, -1).clone()
+    scores = torch.randn(b, m, generator=g, dtype=torch.float64)
+    mask = torch.rand(b, m, generator=g) < 0.8
+    got = smoothing_scores(scores, cands, mask, beta, temperature, k)
+    assert torch.isfinite(got[mask]).all()
+    low = scores.masked_fill(~mask, torch.inf).min(1, keepdim=True).values
+    high = scores.masked_fill(~mask, -torch.inf).max(1, keepdim=True).values
+    assert ((got >= low - 1e-12) & (got <= high + 1e-12))[mask].all()
+    zero = smoothing_scores(scores, cands, mask, 0.0, temperature, k)
+    assert torch.equal(zero[mask], scores[mask])
