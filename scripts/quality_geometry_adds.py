@@ -146,7 +146,7 @@ def markdown(saved: dict) -> str:
         for m in METRICS:
             low, high = r[f"{m}_ci"]
             cells.append(f"{r[m]:.4f} [{low:.4f}, {high:.4f}]")
-        cells += [f"{r['seen']:.4f}", f"{r['unseen']:.4f}"]
+        cells += [f"{r[part]:.4f}" if r[f"{part}_n"] else "–" for part in ("seen", "unseen")]
         for key in ("map", "best"):
             has = f"p_{key}" in r
             cells += [
@@ -184,6 +184,9 @@ def parse_args(argv=None):
     parser.add_argument("--resamples", type=int, default=5000)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--work", default="runs/geometry_adds")
+    parser.add_argument(
+        "--render", action="store_true", help="only rewrite the tables from the runs in --work"
+    )
     return parser.parse_args(argv)
 
 
@@ -192,6 +195,11 @@ def main(argv=None) -> None:
     torch.set_num_threads(args.threads)
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
+    if args.render:
+        for path in sorted(work.glob("*.json")):
+            atomic_write(path.with_suffix(".md"), markdown(json.loads(path.read_text())))
+            print(path.with_suffix(".md").read_text())
+        return
     encoder = TextEncoder(DEFAULT_MODEL, show_progress=False)
     for dataset in args.datasets:
         load = os.getloadavg()[0]
