@@ -6,7 +6,8 @@ with its BM25 weight), Rocchio feedback, LambdaRank inference (5 features), the 
 smoothing head and the linear geometric head on the adapter's scores, and the feature
 computations (BM25 pool scores over a 5000-document corpus, the pool geometry of
 :func:`~georag.rerank.geo_features.pool_features`, the hubness against 800 training
-queries). Threads pinned (``--threads``); the load average is printed beside every figure.
+queries). Threads pinned (``--threads``); wall and process CPU milliseconds, the load
+average beside every figure.
 
 Usage::
 
@@ -94,7 +95,7 @@ def main(argv=None) -> None:
     train_top = [[f"t{i}-{j}" for j in range(10)] for i in range(800)]
     train_ids = [f"q{i}" for i in range(800)]
     table = stages(big, feats, model, bm25, rows, texts, train_q, train_top, train_ids)
-    print(f"| stage | B=1 ms/query | B={args.batch} ms/query | load average |")
+    print(f"| stage | B=1 ms/query (CPU ms) | B={args.batch} ms/query (CPU ms) | load average |")
     print("|---|---|---|---|")
     figures = {}
     with torch.no_grad():
@@ -111,7 +112,11 @@ def main(argv=None) -> None:
             )
             load = os.getloadavg()[0]
             figures[name] = {"b1": one.as_dict(), "batched": many.as_dict(), "load": load}
-            print(f"| {name} | {one.median:.3f} | {many.median:.3f} | {load:.1f} |", flush=True)
+            print(
+                f"| {name} | {one.median:.3f} ({one.cpu_median:.3f}) "
+                f"| {many.median:.3f} ({many.cpu_median:.3f}) | {load:.1f} |",
+                flush=True,
+            )
     bench.finish(figures)
 
 
