@@ -198,3 +198,30 @@ def test_smoothing_stays_a_convex_mix_of_real_scores(b, m, k, beta, temperature,
     assert ((got >= low - 1e-12) & (got <= high + 1e-12))[mask].all()
     zero = smoothing_scores(scores, cands, mask, 0.0, temperature, k)
     assert torch.equal(zero[mask], scores[mask])
+
+
+def test_lambdarank_learns_a_separating_feature():
+    pytest.importorskip("lightgbm")
+    from georag.rerank.ltr import LambdaRank, LambdaRankConfig
+
+    g = torch.Generator().manual_seed(0)
+    mask = torch.ones(40, 20, dtype=torch.bool)
+    gains = (torch.rand(40, 20, generator=g) < 0.2).float()
+    x = torch.stack([gains + 0.3 * torch.randn(40, 20, generator=g), torch.randn(40, 20)], -1)
+    model = LambdaRank(LambdaRankConfig(features=("signal", "noise"), rounds=30)).fit(
+        x, mask, gains
+    )
+    scores = model.predict(x, mask)
+    top = scores.argmax(1)
+    assert gains.gather(1, top[:, None]).mean() > 0.9  # the top candidate is relevant
+    with pytest.raises(ValueError, match=r"^features: expected shape"):
+        model.predict(x[..., :1], mask)
+
+
+def test_rank_feature():
+    from georag.rerank.ltr import rank_feature
+
+    scores = torch.tensor([[0.1, 0.9, 0.5, 7.0]])
+    mask = torch.tensor([[True, True, True, False]])
+    want = 1.0 / torch.log2(2.0 + torch.tensor([[2.0, 0.0, 1.0, 0.0]]))
+    torch.testing.assert_close(rank_feature(scores, mask), torch.where(mask, want, 0.0))
