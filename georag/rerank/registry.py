@@ -51,6 +51,11 @@ METHOD_MODULES = [
     "georag.rerank.ppr_global",
     "georag.rerank.dense",
     "georag.rerank.learned_iso",
+    "georag.rerank.adapter",
+    "georag.rerank.doc_prior",
+    "georag.rerank.rocchio",
+    "georag.rerank.ltr",
+    "georag.rerank.residual_heads",
 ]
 _METHODS: dict[str, type] = {}
 _imported: set[str] = set()
