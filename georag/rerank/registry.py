@@ -42,6 +42,7 @@ _METHODS: dict[str, tuple[str, str, str | None]] = {
     "hyte": ("georag.rerank.hyte", "HyTERetriever", "HyTEConfig"),
     "iso": ("georag.rerank.iso_rag", "IsoRag", "IsoRagConfig"),
     "ppr_global": ("georag.rerank.iso_rag", "GlobalPPR", "GlobalPPRConfig"),
+    "gar": ("georag.rerank.gar", "AdaptiveReranker", "GarConfig"),
     "learned_diffusion": (
         "georag.rerank.learned_diffusion",
         "LearnedDiffusion",
