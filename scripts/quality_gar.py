@@ -41,7 +41,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from quality_learned import fit, folds_of  # noqa: E402
+from quality_learned import add_training_options, fit, folds_of  # noqa: E402
 
 import georag.eval.bench as harness  # noqa: E402
 from georag._io import atomic_write  # noqa: E402
@@ -233,16 +233,7 @@ def parse_args(argv=None):
     parser.add_argument("--scorers", nargs="+", choices=("dense", "map"), default=["dense", "map"])
     parser.add_argument("--k", type=int, default=16)
     parser.add_argument("--batch", type=int, default=16, help="gar's scoring batch b")
-    parser.add_argument("--epochs", type=int, default=40)
-    parser.add_argument("--patience", type=int, default=8)
-    parser.add_argument("--folds", type=int, default=5)
-    parser.add_argument("--val-fraction", type=float, default=0.2)
-    parser.add_argument("--batch-size", type=int, default=64)
-    parser.add_argument("--loss", default="listwise")
-    parser.add_argument("--lr", type=float, default=0.05)
-    parser.add_argument("--map-lr", type=float, default=1e-3)
-    parser.add_argument("--resamples", type=int, default=5000)
-    parser.add_argument("--seed", type=int, default=0)
+    add_training_options(parser)  # the map's training and the folds, as quality_learned
     parser.add_argument("--work", default="runs/quality_gar")
     parser.add_argument("--out", default="runs/quality_gar/results.md")
     return parser.parse_args(argv)

@@ -251,6 +251,17 @@ class CorpusGraph:
         return cls(neighbours, weights, str(settings.get("kind")), dict(prints))
 
 
+def _content(kind: str, embeddings, texts):
+    """What a ``kind`` graph is built from and checked against (the embeddings or texts)."""
+    if kind not in GRAPH_KINDS:
+        raise ValueError(f"kind must be one of {GRAPH_KINDS}, got {kind!r}")
+    content = embeddings if kind == "dense" else texts
+    if content is None:
+        need = "embeddings" if kind == "dense" else "texts"
+        raise ValueError(f"{need}: a {kind} corpus graph is built from the corpus' {need}")
+    return content
+
+
 def build_corpus_graph(
     doc_ids: Sequence[str],
     *,
@@ -272,12 +283,7 @@ def build_corpus_graph(
     texts : sequence of str, length N, optional
         Needed for ``bm25``.
     """
-    if kind not in GRAPH_KINDS:
-        raise ValueError(f"kind must be one of {GRAPH_KINDS}, got {kind!r}")
-    content = embeddings if kind == "dense" else texts
-    if content is None:
-        need = "embeddings" if kind == "dense" else "texts"
-        raise ValueError(f"{need}: a {kind} corpus graph is built from the corpus' {need}")
+    content = _content(kind, embeddings, texts)
     if len(content) != len(doc_ids):
         raise ValueError(f"doc_ids: {len(doc_ids)} ids for {len(content)} rows of content")
     if kind == "dense":
@@ -309,21 +315,17 @@ def corpus_graph_for(
     must match the corpus (another corpus' or a stale graph raises ValueError), while a
     cached graph that does not match is rebuilt.
     """
-    content = embeddings if kind == "dense" else texts
+    content = _content(kind, embeddings, texts)
     if path is not None:
         graph = CorpusGraph.load(path)
         if graph.kind != kind or graph.k != k:
             raise ValueError(
                 f"graph: {path} is a {graph.kind} graph with k={graph.k}, not {kind} with k={k}"
             )
-        if content is None:
-            raise ValueError(f"graph: checking a {kind} graph needs the corpus' content")
         graph.check_corpus(doc_ids, content)
         return graph
     if cache_dir is None:
         return build_corpus_graph(doc_ids, kind=kind, k=k, embeddings=embeddings, texts=texts)
-    if content is None:
-        raise ValueError(f"graph: a {kind} corpus graph is built from the corpus' content")
     key = fingerprint(doc_ids, content)
     folder = Path(cache_dir) / "graphs" / f"{kind}-k{k}-{key['content'][:24]}"
     if (folder / "manifest.json").is_file():
