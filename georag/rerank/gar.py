@@ -149,42 +149,80 @@ def _sort_by(keys: list[tuple[torch.Tensor, bool]], *tensors: torch.Tensor):
     return tuple(t.gather(1, order) for t in tensors)
 
 
-def _frontier_batch(
-    in_front: torch.Tensor,
-    fscore: torch.Tensor,
-    fstamp: torch.Tensor,
-    size: torch.Tensor,
-    width: int,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """The ``size`` best frontier rows of each query (score desc, then first entry).
+class _Frontier:
+    """The frontier of every query: the unscored graph neighbours of scored documents.
 
-    in_front, fscore, fstamp : (B, N); size : (B,) with 0 <= size <= width.
-    Returns rows (B, width) int64 and valid (B, width) bool, valid entries first, in order.
+    State, (B, N) over the corpus rows: ``member`` (in the frontier), ``score`` (the best
+    score that reached it), ``stamp`` (when it entered, the tie-break); per query (B,):
+    ``size``, ``next_stamp`` and ``lowest`` (the lowest score that pushed a neighbour).
     """
-    width = min(width, in_front.shape[1])
-    values = fscore.masked_fill(~in_front, -torch.inf)
-    top = values.topk(width, dim=1)
-    cut = top.values.gather(1, (size - 1).clamp(min=0).unsqueeze(1))  # the size-th best
-    above = values > cut
-    need = size - above.sum(1)
-    tied = in_front & (values == cut)
-    stamps = fstamp.masked_fill(~tied, torch.iinfo(torch.long).max)
-    first = (-stamps).topk(width, dim=1).indices  # the tied rows entered first
-    picked_above = top.indices
-    valid_above = above.gather(1, picked_above) & (size > 0).unsqueeze(1)
-    valid_tied = (torch.arange(width) < need.unsqueeze(1)) & tied.gather(1, first)
-    rows = torch.cat([picked_above, first], 1)
-    valid = torch.cat([valid_above, valid_tied], 1)
-    rows, valid = _sort_by(
-        [
+
+    def __init__(self, b: int, n: int, dtype: torch.dtype) -> None:
+        self.member = torch.zeros(b, n, dtype=torch.bool)
+        self.score = torch.full((b, n), -torch.inf, dtype=dtype)
+        self.stamp = torch.zeros(b, n, dtype=torch.long)
+        self.size = torch.zeros(b, dtype=torch.long)
+        self.next_stamp = torch.zeros(b, dtype=torch.long)
+        self.lowest = torch.full((b,), torch.inf, dtype=dtype)
+
+    def best(self, size: torch.Tensor, width: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """The ``size`` (B,) best members of each query (score desc, then first entry).
+
+        Returns rows (B, width) int64 and valid (B, width) bool, valid entries first, in order.
+        """
+        width = min(width, self.member.shape[1])
+        values = self.score.masked_fill(~self.member, -torch.inf)
+        top = values.topk(width, dim=1)
+        cut = top.values.gather(1, (size - 1).clamp(min=0).unsqueeze(1))  # the size-th best
+        above = values > cut
+        need = size - above.sum(1)
+        tied = self.member & (values == cut)
+        stamps = self.stamp.masked_fill(~tied, torch.iinfo(torch.long).max)
+        first = (-stamps).topk(width, dim=1).indices  # the tied rows that entered first
+        valid_above = above.gather(1, top.indices) & (size > 0).unsqueeze(1)
+        valid_tied = (torch.arange(width) < need.unsqueeze(1)) & tied.gather(1, first)
+        rows = torch.cat([top.indices, first], 1)
+        valid = torch.cat([valid_above, valid_tied], 1)
+        keys = [
             (valid.long(), True),
-            (fscore.gather(1, rows), True),
-            (fstamp.gather(1, rows), False),
-        ],
-        rows,
-        valid,
-    )
-    return rows[:, :width], valid[:, :width]
+            (self.score.gather(1, rows), True),
+            (self.stamp.gather(1, rows), False),
+        ]
+        rows, valid = _sort_by(keys, rows, valid)
+        return rows[:, :width], valid[:, :width]
+
+    def remove(self, qi: torch.Tensor, ri: torch.Tensor) -> None:
+        """Drop rows ``ri`` of queries ``qi`` (just scored)."""
+        self.size -= torch.bincount(qi[self.member[qi, ri]], minlength=self.size.shape[0])
+        self.member[qi, ri] = False
+
+    def push(
+        self,
+        score: torch.Tensor,
+        neighbours: torch.Tensor,
+        go: torch.Tensor,
+        scored: torch.Tensor,
+    ) -> None:
+        """One scored document per query (score (B,), its neighbours (B, k), go (B,) bool)
+        offers its score to its unscored neighbours: new ones enter, others keep the higher."""
+        old = self.score.gather(1, neighbours)
+        present = self.member.gather(1, neighbours)
+        update = (
+            go.unsqueeze(1)
+            & _first_occurrence(neighbours)
+            & ~scored.gather(1, neighbours)
+            & (~present | (score.unsqueeze(1) > old))
+        )
+        new = update & ~present
+        stamp = self.next_stamp.unsqueeze(1) + new.cumsum(1) - 1
+        qu, ku = update.nonzero(as_tuple=True)
+        self.score[qu, neighbours[qu, ku]] = score[qu]
+        self.member[qu, neighbours[qu, ku]] = True
+        qn, kn = new.nonzero(as_tuple=True)
+        self.stamp[qn, neighbours[qn, kn]] = stamp[qn, kn]
+        self.size += new.sum(1)
+        self.next_stamp += new.sum(1)
+        self.lowest = torch.where(update.any(1) & (score < self.lowest), score, self.lowest)
 
 
 def adaptive_rerank(
@@ -228,45 +266,36 @@ def adaptive_rerank(
     GarRanking
     """
     b, m = pool_rows.shape
-    n = neighbours.shape[0]
+    dtype = pool_scores.dtype
     _, init_rows, init_left = _sort_by(
-        [(pool_scores.masked_fill(~pool_mask, -torch.inf), True)],
-        pool_scores,
-        pool_rows,
-        pool_mask,
+        [(pool_scores.masked_fill(~pool_mask, -torch.inf), True)], pool_scores, pool_rows, pool_mask
     )
-    scored = torch.zeros(b, n, dtype=torch.bool)
-    in_front = torch.zeros(b, n, dtype=torch.bool)
-    fscore = torch.full((b, n), -torch.inf, dtype=pool_scores.dtype)
-    fstamp = torch.zeros(b, n, dtype=torch.long)
-    fcount = torch.zeros(b, dtype=torch.long)
-    next_stamp = torch.zeros(b, dtype=torch.long)
-    minscore = torch.full((b,), torch.inf, dtype=pool_scores.dtype)
+    scored = torch.zeros(b, neighbours.shape[0], dtype=torch.bool)
+    frontier = _Frontier(b, neighbours.shape[0], dtype)
     n_scored = torch.zeros(b, dtype=torch.long)
     out_rows = torch.full((b, budget), -1, dtype=torch.long)
-    out_scores = torch.full((b, budget), -torch.inf, dtype=pool_scores.dtype)
+    out_scores = torch.full((b, budget), -torch.inf, dtype=dtype)
     out_iter = torch.full((b, budget), -1, dtype=torch.long)
     out_pos = torch.zeros(b, budget, dtype=torch.long)
     step = 0
     while True:
-        left_any, front_any = init_left.any(1), fcount > 0
+        left_any, front_any = init_left.any(1), frontier.size > 0
         active = (n_scored < budget) & (left_any | front_any)
         if not active.any():
             break
         size = (budget - n_scored).clamp(max=batch_size)
-        if step % 2 == 0:
+        if step % 2 == 0:  # the first-stage ranking
             size = torch.where(active & left_any, size, 0)
             chosen = init_left & (init_left.cumsum(1) <= size.unsqueeze(1))
-            width = min(batch_size, m)
-            at = torch.sort((~chosen).to(torch.int8), dim=1, stable=True).indices[:, :width]
+            at = torch.sort((~chosen).to(torch.int8), dim=1, stable=True).indices
+            at = at[:, : min(batch_size, m)]
             rows, valid = init_rows.gather(1, at), chosen.gather(1, at)
-        else:
-            size = torch.where(active & front_any, size, 0)
-            rows, valid = _frontier_batch(in_front, fscore, fstamp, size, batch_size)
+        else:  # the frontier
+            rows, valid = frontier.best(torch.where(active & front_any, size, 0), batch_size)
         if not valid.any():  # every active query's source is empty: a skipped step
             step += 1
             continue
-        got = score(rows, valid).to(pool_scores.dtype)
+        got = score(rows, valid).to(dtype)
         if not torch.isfinite(got[valid]).all():
             raise ValueError("scorer: returned a non-finite score for a candidate it was given")
         qi, ji = valid.nonzero(as_tuple=True)
@@ -275,46 +304,27 @@ def adaptive_rerank(
         out_rows[qi, slot], out_scores[qi, slot] = ri, got[qi, ji]
         out_iter[qi, slot], out_pos[qi, slot] = step, ji
         scored[qi, ri] = True
-        fcount -= torch.bincount(qi[in_front[qi, ri]], minlength=b)
-        in_front[qi, ri] = False
+        frontier.remove(qi, ri)
         init_left &= ~scored.gather(1, init_rows)
         n_scored += valid.sum(1)
         expanding = valid.any(1) & (n_scored < budget)
         if expanding.any():
-            remaining = budget - n_scored
-            src_valid, src_scores, src_rows = _sort_by(
-                [(valid.long(), True), (got, True), (doc_order[rows], True)], valid, got, rows
-            )
-            for j in range(src_rows.shape[1]):
+            left = budget - n_scored
+            keys = [(valid.long(), True), (got, True), (doc_order[rows], True)]
+            src_valid, src_scores, src_rows = _sort_by(keys, valid, got, rows)
+            for j in range(src_rows.shape[1]):  # the batch's documents, best first
                 s_j = src_scores[:, j]
-                go = src_valid[:, j] & expanding & ((fcount < remaining) | (s_j >= minscore))
-                if not go.any():
-                    continue
-                nb = neighbours[src_rows[:, j]]
-                first = _first_occurrence(nb)
-                old = fscore.gather(1, nb)
-                present = in_front.gather(1, nb)
-                update = (
-                    go.unsqueeze(1)
-                    & first
-                    & ~scored.gather(1, nb)
-                    & (~present | (s_j.unsqueeze(1) > old))
+                go = (
+                    src_valid[:, j]
+                    & expanding
+                    & ((frontier.size < left) | (s_j >= frontier.lowest))
                 )
-                new = update & ~present
-                stamp = next_stamp.unsqueeze(1) + new.cumsum(1) - 1
-                qu, ku = update.nonzero(as_tuple=True)
-                fscore[qu, nb[qu, ku]] = s_j[qu]
-                in_front[qu, nb[qu, ku]] = True
-                qn, kn = new.nonzero(as_tuple=True)
-                fstamp[qn, nb[qn, kn]] = stamp[qn, kn]
-                fcount += new.sum(1)
-                next_stamp += new.sum(1)
-                minscore = torch.where(update.any(1) & (s_j < minscore), s_j, minscore)
+                if go.any():
+                    frontier.push(s_j, neighbours[src_rows[:, j]], go, scored)
         step += 1
     # the scored documents by score, then later step first, then batch order
-    out_scores, out_iter, out_rows = _sort_by(
-        [(out_scores, True), (out_iter, True), (-out_pos, True)], out_scores, out_iter, out_rows
-    )
+    keys = [(out_scores, True), (out_iter, True), (-out_pos, True)]
+    out_scores, out_iter, out_rows = _sort_by(keys, out_scores, out_iter, out_rows)
     if backfill:
         count = torch.minimum(budget - n_scored, init_left.sum(1))
         rank = init_left.cumsum(1) - 1
@@ -324,7 +334,7 @@ def adaptive_rerank(
         qi, ji = take.nonzero(as_tuple=True)
         slot = n_scored[qi] + rank[qi, ji]
         out_rows[qi, slot] = init_rows[qi, ji]
-        out_scores[qi, slot] = last[qi] - 1 - rank[qi, ji].to(out_scores.dtype)
+        out_scores[qi, slot] = last[qi] - 1 - rank[qi, ji].to(dtype)
     return GarRanking(out_rows, out_scores, out_iter)
 
 
