@@ -263,6 +263,7 @@ def main(argv=None) -> None:
             + table(rows)
         )
         print(sections[-1], flush=True)
+        atomic_write(Path(args.out), "\n\n".join(sections) + "\n")  # each section when done
     graph_sets = args.datasets if args.graph_datasets is None else args.graph_datasets
     graphs = graph_costs(graph_sets, args, encoder)
     keys = ("dataset", "graph", "docs", "k", "build_s", "mib", "load")

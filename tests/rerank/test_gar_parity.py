@@ -76,14 +76,24 @@ def test_same_ranking_with_a_learned_map_scorer(tmp_path):
 
 @pytest.mark.slow  # pyterrier-adaptive loops in Python: about a minute for 300 queries
 @pytest.mark.data
-@pytest.mark.parametrize(("graph", "budget"), [("dense", 100), ("bm25", 100), ("dense", 1000)])
-def test_same_ranking_as_pyterrier_adaptive_on_scifact(data_dir, tmp_path, graph, budget):
-    """SciFact test claims, MiniLM embeddings (the shared cache), the exact dense pool of
-    the budget's depth, the dense cosine as the scorer."""
+@pytest.mark.parametrize(
+    ("dataset", "graph", "budget", "count"),
+    [
+        ("scifact", "dense", 100, 300),
+        ("scifact", "bm25", 100, 300),
+        ("scifact", "dense", 1000, 40),
+        ("cranfield", "dense", 100, 225),
+        ("cranfield", "bm25", 1000, 40),
+    ],
+)
+def test_same_ranking_as_pyterrier_adaptive_on_real_data(
+    data_dir, tmp_path, dataset, graph, budget, count
+):
+    """Test queries, MiniLM embeddings (the shared cache), the exact dense pool of the
+    budget's depth, the dense cosine as the scorer; ``count`` queries."""
     from train.corpus_data import load_query_set
 
-    queries = load_query_set("scifact", split="test", data_dir=str(data_dir))
-    count = 300 if budget == 100 else 40
+    queries = load_query_set(dataset, split="test", data_dir=str(data_dir))
     stage = make_reranker("gar", graph=graph, pool_size=budget, budget=budget).fit(queries.corpus)
     pool = stage.dense_pool(queries.batch.slice(0, count))
     assert _compare(stage, pool, tmp_path / "pt-graph") == count * budget
