@@ -500,6 +500,20 @@ def merge_sections(old: str, new: dict[str, str]) -> list[str]:
     return [sections[k] for k in sorted(sections, key=dataset_order)]
 
 
+def add_training_options(parser) -> None:
+    """The options of :func:`fit` and :func:`folds_of` (training, folds, statistics)."""
+    parser.add_argument("--epochs", type=int, default=40)
+    parser.add_argument("--patience", type=int, default=8)
+    parser.add_argument("--folds", type=int, default=5)
+    parser.add_argument("--val-fraction", type=float, default=0.2)
+    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--loss", default="listwise")
+    parser.add_argument("--lr", type=float, default=0.05)
+    parser.add_argument("--map-lr", type=float, default=1e-3)
+    parser.add_argument("--resamples", type=int, default=5000)
+    parser.add_argument("--seed", type=int, default=0)
+
+
 def parse_args(argv: list[str] | None = None):
     """The command line, with ``method_options`` (``{method: {key: value}}``) parsed."""
     parser = harness.bench_parser(__doc__, repeats=None, out="--json", device=False)
@@ -547,16 +561,7 @@ def parse_args(argv: list[str] | None = None):
         help="a paragraph under the section's heading (e.g. how the run was sized, and why)",
     )
     parser.add_argument("--trials", type=int, default=50)
-    parser.add_argument("--epochs", type=int, default=40)
-    parser.add_argument("--patience", type=int, default=8)
-    parser.add_argument("--folds", type=int, default=5)
-    parser.add_argument("--val-fraction", type=float, default=0.2)
-    parser.add_argument("--batch-size", type=int, default=64)
-    parser.add_argument("--loss", default="listwise")
-    parser.add_argument("--lr", type=float, default=0.05)
-    parser.add_argument("--map-lr", type=float, default=1e-3)
-    parser.add_argument("--resamples", type=int, default=5000)
-    parser.add_argument("--seed", type=int, default=0)
+    add_training_options(parser)
     parser.add_argument("--work", default="runs/quality_learned")
     parser.add_argument("--out", default="docs/learned_results.md")
     parser.add_argument(

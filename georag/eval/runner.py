@@ -17,7 +17,7 @@ from georag.eval.metrics import per_query
 from georag.eval.stats import annotate
 from georag.eval.timing import median_single_ms, timed
 from georag.eval.trec import write_run
-from georag.rerank.base import PoolReranker
+from georag.rerank.base import PoolExpander, PoolReranker
 from georag.rerank.registry import config_class, is_retriever, make_reranker
 from georag.resources import DEFAULT_MODEL, default_cache_dir
 from georag.retrieval.candidates import FirstStage, FirstStageConfig
@@ -155,11 +155,21 @@ def evaluate_methods(
             method.fit(corpus)
             top_k = batch.num_candidates
 
-            def run_all(m=method, k=top_k):
-                return _apply_retriever(m, queries, k, batch_size)
+            if isinstance(method, PoolExpander):  # it starts from the shared pool
 
-            def run_one(i, m=method, k=top_k):
-                return m.retrieve(queries.slice(i, i + 1), top_k=k)
+                def run_all(m=method):
+                    return _apply(m.expand, batch, batch_size)  # a result over the corpus rows
+
+                def run_one(i, m=method):
+                    return m.expand(batch.slice(i, i + 1))
+
+            else:
+
+                def run_all(m=method, k=top_k):
+                    return _apply_retriever(m, queries, k, batch_size)
+
+                def run_one(i, m=method, k=top_k):
+                    return m.retrieve(queries.slice(i, i + 1), top_k=k)
 
             def to_run(result, m=method):
                 return scores_to_run(result.scores, result.keep, queries.ids, m.row_ids)

@@ -2,7 +2,8 @@
 
 A :class:`PoolReranker` maps a :class:`~georag.batch.CandidateBatch` to a
 :class:`~georag.batch.RerankResult`; a corpus-level :class:`Retriever` is fitted on a
-:class:`~georag.batch.Corpus` and ranks its rows for a :class:`~georag.batch.QueryBatch`.
+:class:`~georag.batch.Corpus` and ranks its rows for a :class:`~georag.batch.QueryBatch`;
+a :class:`PoolExpander` is a retriever that starts from a first-stage pool.
 The data types themselves live in :mod:`georag.batch`, the bottom module. (The text API's
 :class:`georag.Reranker` is another thing: it ranks strings with a whole pipeline.)
 """
@@ -18,7 +19,7 @@ from georag.batch import (
     RerankResult,
 )
 
-__all__ = ["CorpusRetriever", "IdentityReranker", "PoolReranker", "Retriever"]
+__all__ = ["CorpusRetriever", "IdentityReranker", "PoolExpander", "PoolReranker", "Retriever"]
 
 
 @runtime_checkable
@@ -50,6 +51,20 @@ class Retriever(Protocol):
     def row_ids(self) -> list[str]: ...
 
     def retrieve(self, queries: QueryBatch, *, top_k: int) -> RerankResult: ...
+
+
+@runtime_checkable
+class PoolExpander(Retriever, Protocol):
+    """A corpus-level stage that starts from a first-stage pool and may add corpus rows
+    the pool lacks (adaptive reranking over a corpus graph).
+
+    Fitted on a :class:`Corpus` like a :class:`Retriever`; :meth:`expand` takes the pool
+    (a :class:`CandidateBatch` of the corpus' documents) and returns a
+    :class:`RerankResult` over :attr:`row_ids`. The evaluation runner hands it the shared
+    first-stage pool; :meth:`Retriever.retrieve` builds a pool of its own.
+    """
+
+    def expand(self, pool: CandidateBatch) -> RerankResult: ...
 
 
 class CorpusRetriever:

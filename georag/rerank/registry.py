@@ -56,6 +56,7 @@ METHOD_MODULES = [
     "georag.rerank.rocchio",
     "georag.rerank.ltr",
     "georag.rerank.residual_heads",
+    "georag.rerank.gar",
 ]
 _METHODS: dict[str, type] = {}
 _imported: set[str] = set()
