@@ -625,15 +625,16 @@ def _supports(
     distances: str,
     chunk: int,
     device: torch.device,
+    subset: np.ndarray,
 ):
-    """The net-mass measures of every moving edge and a search for the distances between
-    them (numba, scipy, or torch on ``device``).
+    """The net-mass measures of the moving edges of ``subset`` (indices into the edges)
+    and a search for the distances between them (numba, scipy, or torch on ``device``).
 
-    Returns ``(supports, search, d(x, y) of every edge (E,))``.
+    Returns ``(supports, search, d(x, y) of every edge of subset (S,))``; the supports'
+    ``edges`` index ``subset``.
     """
     import scipy.sparse as sp
 
-    e = len(w)
     # arcs in both directions, grouped by tail (CSR order)
     tail = np.concatenate([x_of, y_of])
     head = np.concatenate([y_of, x_of])
@@ -676,8 +677,9 @@ def _supports(
         )
 
     # net masses m_x - m_y per (edge, node); sources keep their hop to x, targets to y
-    own_x, node_x, mass_x, hop_x = closed(x_of)
-    own_y, node_y, mass_y, hop_y = closed(y_of)
+    e, ends_x, ends_y = len(subset), x_of[subset], y_of[subset]
+    own_x, node_x, mass_x, hop_x = closed(ends_x)
+    own_y, node_y, mass_y, hop_y = closed(ends_y)
     keys, inverse = np.unique(
         np.concatenate([own_x * n + node_x, own_y * n + node_y]), return_inverse=True
     )
@@ -690,7 +692,7 @@ def _supports(
     is_src, is_dst = net > 0, net < 0
     out_mass = np.bincount(owner[is_src], net[is_src], minlength=e)
     in_mass = np.bincount(owner[is_dst], -net[is_dst], minlength=e)
-    d_xy = _distances(search, x_of, y_of, w)
+    d_xy = _distances(search, ends_x, ends_y, w[subset])
     moving = (np.minimum(out_mass, in_mass) > _TINY_MASS) & (d_xy >= _ZERO_DISTANCE)
     keep = moving[owner]
     edges = np.flatnonzero(moving)
@@ -814,6 +816,7 @@ def sparse_ollivier_ricci(
     chunk: int = 256,
     pairs_per_pass: int = 1 << 23,
     batch_elements: int = 1 << 22,
+    subset: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Ollivier-Ricci curvature of every edge of an undirected sparse graph.
 
@@ -848,11 +851,16 @@ def sparse_ollivier_ricci(
     batch_elements : int
         ``"batched"`` only: padded cost entries per interior-point call (memory about
         ten float64 tensors of this size).
+    subset : torch.Tensor, shape (S,), long, optional
+        Indices of the edges whose curvature is wanted (all when None). Each edge's
+        curvature depends on the graph alone, so a subset's values are the same bits as
+        in a whole-graph call (how shards of the edges are computed apart).
 
     Returns
     -------
-    torch.Tensor, shape (E,)
-        Curvature of each edge, in the dtype and on the device of ``lengths``.
+    torch.Tensor, shape (E,) or (S,)
+        Curvature of each edge (of ``subset``), in the dtype and on the device of
+        ``lengths``.
 
     Examples
     --------
@@ -877,6 +885,14 @@ def sparse_ollivier_ricci(
         raise ValueError(f"batch_elements must be >= 1, got {batch_elements}")
     if pairs_per_pass < 1:
         raise ValueError(f"pairs_per_pass must be >= 1, got {pairs_per_pass}")
+    if subset is None:
+        subset = torch.arange(edge_index.shape[1])
+    if subset.dim() != 1 or subset.dtype != torch.long:
+        raise ValueError(
+            f"subset must be a 1-D long tensor, got {subset.dtype} {tuple(subset.shape)}"
+        )
+    if subset.numel() and (subset.min() < 0 or subset.max() >= edge_index.shape[1]):
+        raise ValueError(f"subset must hold edge indices in [0, {edge_index.shape[1]})")
     if method == "auto":
         method = "exact" if lengths.device.type == "cpu" else "batched"
     started = time.perf_counter()
@@ -893,10 +909,13 @@ def sparse_ollivier_ricci(
         distances=distances,
         chunk=chunk,
         device=lengths.device,
+        subset=subset.cpu().numpy(),
     )
     unit = np.zeros(len(supports.edges))
     timing = {"distances": time.perf_counter() - started, "transport": 0.0}
-    groups = supports.passes(pairs_per_pass, _locality(x_of, y_of, num_nodes)[supports.edges])
+    groups = supports.passes(
+        pairs_per_pass, _locality(x_of, y_of, num_nodes)[subset.cpu().numpy()][supports.edges]
+    )
     pairs = 0
     for ks in groups:
         tick = time.perf_counter()
@@ -919,7 +938,7 @@ def sparse_ollivier_ricci(
         "%d passes; distances and problems %.2f s, transport %.2f s",
         method,
         distances,
-        len(w),
+        len(distance),
         len(unit),
         pairs,
         len(groups),

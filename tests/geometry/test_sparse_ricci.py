@@ -244,3 +244,13 @@ def test_compiled_path_equals_dense_pot(seed, sizes, isolated, density, low):
     scipy = sparse_ollivier_ricci(edge_index, lengths, n, distances="scipy", chunk=4)
     np.testing.assert_allclose(compiled, reference, rtol=1e-9, atol=1e-9)
     np.testing.assert_array_equal(scipy, compiled)
+
+
+def test_a_subset_of_edges_gives_the_same_bits():
+    edge_index, lengths, n = pieces_graph(3, [25, 12, 2], 2, 0.3, -3.0)
+    whole = sparse_ollivier_ricci(edge_index, lengths, n)
+    subset = torch.randperm(edge_index.shape[1], generator=torch.Generator().manual_seed(0))[:20]
+    part = sparse_ollivier_ricci(edge_index, lengths, n, subset=subset, pairs_per_pass=50)
+    assert torch.equal(part, whole[subset])
+    with pytest.raises(ValueError, match="subset"):
+        sparse_ollivier_ricci(edge_index, lengths, n, subset=torch.tensor([10**6]))
