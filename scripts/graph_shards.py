@@ -33,9 +33,8 @@ def main() -> None:
     config = {k: getattr(args, k) for k in ("kernel", "shards", "seeds", "devices", "strategy")}
     bench = start(args, config=config)
     devices = int(args.devices) if args.devices.isdigit() else args.devices
-    options = dict(
-        shards=args.shards, accelerator=args.accelerator, devices=devices, strategy=args.strategy
-    )
+    trainer = {"accelerator": args.accelerator, "devices": devices, "strategy": args.strategy}
+    options = {"shards": args.shards, "trainer": trainer}
     if args.kernel == "curvature":
         out, elapsed = timed(lambda: curvature_shards(args.graph, args.out, **options))
     else:

@@ -307,16 +307,20 @@ def _predict_arrays(
     count: int,
     out: Path,
     *,
-    accelerator: str,
-    devices: int | str,
-    strategy: str,
+    what: str,
+    estimate: float,
+    memory_limit: int | None,
+    trainer: dict | None,
 ) -> Path:
-    """Run ``compute(shard)`` for every unfinished shard over the ranks; rank 0 writes the
-    shards concatenated along axis 0 to ``out`` (a sealed ``.npy``)."""
+    """Check a rank's ``estimate`` of bytes, then run ``compute(shard)`` for every
+    unfinished shard over the ranks; rank 0 writes the shards concatenated along axis 0
+    to ``out`` (a sealed ``.npy``)."""
+    from georag.retrieval.graph_store import check_memory
+
+    check_memory(int(estimate), what, limit=memory_limit)
+    options = {"accelerator": "cpu", "devices": 1, **(trainer or {})}
     trainer = pl.Trainer(
-        accelerator=accelerator,
-        devices=devices,
-        strategy=strategy,
+        **options,
         logger=False,
         enable_checkpointing=False,
         enable_progress_bar=False,
@@ -348,10 +352,8 @@ def curvature_shards(
     out: str | os.PathLike,
     *,
     shards: int = 8,
-    accelerator: str = "cpu",
-    devices: int | str = 1,
-    strategy: str = "auto",
     memory_limit: int | None = None,
+    trainer: dict | None = None,
     **options,
 ) -> Path:
     """Sparse Ollivier-Ricci curvature of every edge of a graph folder, edges in
@@ -361,10 +363,12 @@ def curvature_shards(
     ``out`` (float64 (E,), sealed; read it with :func:`read_array`) and returns it. A
     rank's memory (the graph, a shard's neighbourhoods, a pass of cost entries) is
     estimated first and refused above ``memory_limit`` bytes (default: the memory
-    available), before anything is allocated.
+    available), before anything is allocated. ``trainer``: options of
+    ``lightning.Trainer`` (default one CPU process; ``{"devices": 2, "strategy": "ddp"}``
+    for two gloo ranks, ``{"accelerator": "gpu", "devices": N, "strategy": "ddp"}`` for NCCL).
     """
     from georag.geometry.sparse_ricci import sparse_ollivier_ricci
-    from georag.retrieval.graph_store import check_memory, load_graph
+    from georag.retrieval.graph_store import load_graph
 
     corpus = load_graph(graph)
     e, n = corpus.edges.shape[1], corpus.num_nodes
@@ -373,11 +377,6 @@ def curvature_shards(
     per_edge = 1 + 2 * (2 * e) / max(n, 1)
     estimate = 200 * e + 100 * per_edge * int(np.diff(bounds).max(initial=0)) + 64 * n
     estimate += 40 * options.get("pairs_per_pass", 1 << 23)
-    check_memory(
-        estimate,
-        f"{corpus.folder}: sparse curvature of {e} edges ({shards} shards)",
-        limit=memory_limit,
-    )
 
     def compute(shard: int) -> np.ndarray:
         edge_index = torch.from_numpy(np.array(corpus.edges))
@@ -388,13 +387,15 @@ def curvature_shards(
         )
         return kappa.numpy()
 
+    what = f"{corpus.folder}: sparse curvature of {e} edges ({shards} shards)"
     return _predict_arrays(
         compute,
         len(bounds) - 1,
         Path(out),
-        accelerator=accelerator,
-        devices=devices,
-        strategy=strategy,
+        what=what,
+        estimate=estimate,
+        memory_limit=memory_limit,
+        trainer=trainer,
     )
 
 
@@ -406,10 +407,8 @@ def ppr_shards(
     shards: int = 8,
     damping: float = 0.85,
     tol: float = 1e-6,
-    accelerator: str = "cpu",
-    devices: int | str = 1,
-    strategy: str = "auto",
     memory_limit: int | None = None,
+    trainer: dict | None = None,
 ) -> Path:
     """Whole-graph personalized PageRank from each seed node (sparse path of
     :func:`georag.geometry.diffusion.personalized_pagerank`), the seeds in ``shards``
@@ -418,10 +417,10 @@ def ppr_shards(
     Edge weights are ``max(1 - length, 0)`` (the cosine of a k-NN graph whose lengths
     are ``1 - cos``), both directions. Writes ``out`` (float32 (Q, N), row ``q`` the
     scores of ``seeds[q]``, sealed) and returns it. A rank's memory is estimated first and
-    refused above ``memory_limit`` bytes, as in :func:`curvature_shards`.
+    refused above ``memory_limit`` bytes; ``trainer`` as in :func:`curvature_shards`.
     """
     from georag.geometry.diffusion import personalized_pagerank
-    from georag.retrieval.graph_store import check_memory, load_graph
+    from georag.retrieval.graph_store import load_graph
 
     corpus = load_graph(graph)
     e, n = corpus.edges.shape[1], corpus.num_nodes
@@ -431,11 +430,6 @@ def ppr_shards(
     bounds = _blocks(len(seeds), shards)
     # the graph, its CSR both ways and the transposed transition, four (N, q) iterates
     estimate = 24 * e + 3 * 24 * e + 16 * n * int(np.diff(bounds).max(initial=0))
-    check_memory(
-        estimate,
-        f"{corpus.folder}: PPR of {len(seeds)} seeds ({shards} shards)",
-        limit=memory_limit,
-    )
 
     def compute(shard: int) -> np.ndarray:
         edges = torch.from_numpy(np.array(corpus.edges))
@@ -452,11 +446,13 @@ def ppr_shards(
         )
         return scores.T.contiguous().numpy()
 
+    what = f"{corpus.folder}: PPR of {len(seeds)} seeds ({shards} shards)"
     return _predict_arrays(
         compute,
         len(bounds) - 1,
         Path(out),
-        accelerator=accelerator,
-        devices=devices,
-        strategy=strategy,
+        what=what,
+        estimate=estimate,
+        memory_limit=memory_limit,
+        trainer=trainer,
     )

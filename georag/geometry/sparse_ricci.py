@@ -33,6 +33,7 @@ Transport, by ``method``:
   curvature error is at most ``accuracy`` (the bracket ``[lower, upper]`` on its exact
   cost, relative to ``d(x, y)``); the few whose bracket is wider are re-solved by the
   network simplex;
+- ``"pot"``: POT's network simplex for every problem (the reference of ``"exact"``);
 - ``"auto"`` (default): ``"exact"`` for CPU tensors, ``"batched"`` for tensors on any
   other device (measured on a CPU only, docs/performance.md).
 
@@ -61,7 +62,7 @@ __all__ = ["SPARSE_METHODS", "sparse_ollivier_ricci"]
 
 #: Transport solvers of :func:`sparse_ollivier_ricci` ("auto": exact on CPU tensors,
 #: batched elsewhere).
-SPARSE_METHODS = ("auto", "exact", "batched")
+SPARSE_METHODS = ("auto", "exact", "batched", "pot")
 _DISTANCES = ("compiled", "scipy", "torch")
 
 _log = logging.getLogger(__name__)
@@ -830,8 +831,9 @@ def sparse_ollivier_ricci(
         Number of nodes (isolated ones carry no edge).
     alpha, exp_power, base : float
         Node measures, see :func:`georag.geometry.ricci.node_measures`.
-    method : {"auto", "exact", "batched"}
-        Transport solver, see the module docstring: ``"exact"`` network simplex per edge,
+    method : {"auto", "exact", "batched", "pot"}
+        Transport solver, see the module docstring: ``"exact"`` compiled simplex per edge
+        (``"pot"``: POT's network simplex per edge),
         ``"batched"`` certified batched interior point on the device of ``lengths``;
         ``"auto"`` exact for CPU tensors, batched otherwise.
     accuracy : float
@@ -925,7 +927,7 @@ def sparse_ollivier_ricci(
         if method == "batched":
             unit[ks], certified = _batched(problems, lengths.device, accuracy, batch_elements)
             exact = ~certified
-        else:
+        elif method == "exact":
             unit[ks] = _transport_all(*problems.flat())
             exact = np.isnan(unit[ks])
         if exact.any():
