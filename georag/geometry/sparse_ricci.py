@@ -9,18 +9,23 @@ matter, never an N x N matrix. As in the dense path only the net masses move,
 inequality), which drops the shared mass of common neighbours from the problem.
 
 Distances: each needed distance ``d(u, v)``, ``u`` in ``N[x]``, ``v`` in ``N[y]``, is at
-most the three-hop path ``u - x - y - v``; a Dijkstra search from ``u`` cut at the
-largest such bound over the pairs it serves (scipy's ``limit``) finds it exactly, a few
-hundred sources at a time. This part runs on the CPU (scipy) for every ``method`` by
-default; ``distances="torch"`` runs Bellman-Ford sweeps on the device of ``lengths``
-instead, each source cut at its own bound (exact too). Measured on the SciFact k-NN graph
-(256 sources, 1 CPU thread, loaded machine): scipy 0.78 s, torch sweeps 17.2 s on the CPU
-(8 sweeps); a GPU was not available to measure them there.
+most the three-hop path ``u - x - y - v`` (``h(u, x) + d(x, y) + h(y, v)``). By default
+(``distances="compiled"``) the pairs of a pass of edges are grouped by source node and
+each source is searched once, by a Dijkstra search compiled by numba that is pruned at
+the source's largest three-hop bound and stops as soon as every target it serves is
+settled: exact, and it touches only the neighbourhoods the supports need, never the
+whole graph. Edges are taken in passes of about ``pairs_per_pass`` cost entries (memory
+about 40 bytes each), in a reverse Cuthill-McKee order so that a pass's neighbourhoods
+overlap. ``distances="scipy"`` runs scipy's whole-graph Dijkstra cut at the largest bound
+of a block of ``chunk`` sources (the earlier reference), ``distances="torch"``
+Bellman-Ford sweeps on the device of ``lengths``, each source cut at its own bound.
 
 Transport, by ``method``:
 
-- ``"exact"`` (the reference): POT's network simplex per edge
-  (:func:`georag.geometry.transport.emd_many`), a Python loop around its C++ solver;
+- ``"exact"`` (the reference): a transportation simplex compiled by numba, one problem
+  after another in one call (least-cost start, Dantzig pivots; tested equal to POT's
+  network simplex within rounding), with POT's network simplex
+  (:func:`georag.geometry.transport.emd_many`) for any problem past its pivot cap;
 - ``"batched"``: the edge problems grouped by support size (padded to a ladder of
   sizes), their cost blocks assembled as tensors on the device of ``lengths``, and solved
   together by the batched interior-point method of
@@ -28,11 +33,9 @@ Transport, by ``method``:
   curvature error is at most ``accuracy`` (the bracket ``[lower, upper]`` on its exact
   cost, relative to ``d(x, y)``); the few whose bracket is wider are re-solved by the
   network simplex;
+- ``"pot"``: POT's network simplex for every problem (the reference of ``"exact"``);
 - ``"auto"`` (default): ``"exact"`` for CPU tensors, ``"batched"`` for tensors on any
-  other device. On one CPU thread the network simplex loop is the faster one at
-  neighbourhood sizes of tens of nodes (SciFact k-NN graph, 36,387 edges: transport 4 s
-  exact against 21 s batched, scripts/bench_sparse_ricci.py); the batched solver is
-  meant for a GPU, where it has not been measured.
+  other device (measured on a CPU only, docs/performance.md).
 
 The semantics are those of :func:`~georag.geometry.ricci.ollivier_ricci` and of
 GraphRicciCurvature 0.6.1 (``method="OTD"``): measures ``alpha`` at the node and
@@ -48,6 +51,7 @@ import math
 import time
 from dataclasses import dataclass
 
+import numba
 import numpy as np
 import torch
 
@@ -58,14 +62,15 @@ __all__ = ["SPARSE_METHODS", "sparse_ollivier_ricci"]
 
 #: Transport solvers of :func:`sparse_ollivier_ricci` ("auto": exact on CPU tensors,
 #: batched elsewhere).
-SPARSE_METHODS = ("auto", "exact", "batched")
-_DISTANCES = ("scipy", "torch")
+SPARSE_METHODS = ("auto", "exact", "batched", "pot")
+_DISTANCES = ("compiled", "scipy", "torch")
 
 _log = logging.getLogger(__name__)
 _NEIGHBOUR_WEIGHT_FLOOR = 1e-7  # GraphRicciCurvature's EPSILON
 _ZERO_DISTANCE = 1e-7
 _TINY_MASS = 64 * float(np.finfo(np.float64).eps)  # identical measures below this
 _GAP_FLOOR = 1e-13  # the interior point's duality gap is not resolved below rounding
+_MAX_CELLS = 1 << 16  # the compiled simplex packs a cell's index in 16 bits
 _BUCKETS = np.array([1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256])
 
 
@@ -110,6 +115,9 @@ class _Problems:
     target: np.ndarray
     cost: np.ndarray
 
+    def flat(self) -> tuple[np.ndarray, ...]:
+        return self.src, self.dst, self.pair, self.source, self.target, self.cost
+
     def block(self, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         a = self.source[self.src[k] : self.src[k + 1]]
         b = self.target[self.dst[k] : self.dst[k + 1]]
@@ -123,24 +131,377 @@ def _ranges(start: np.ndarray, count: np.ndarray) -> tuple[np.ndarray, np.ndarra
     return owner, start[owner] + np.arange(offsets[-1]) - offsets[owner]
 
 
-def _scipy_search(graph):
-    """Dijkstra searches by scipy (CPU), cut at the largest reach of the block."""
-    from scipy.sparse.csgraph import dijkstra
+def _jit(fn):
+    return numba.njit(cache=True, nogil=True, error_model="numpy")(fn)
 
-    def search(block, reach, rows, cols):
-        limit = float(reach.max()) * (1 + 1e-9) + 1e-300
-        return dijkstra(graph, directed=False, indices=block, limit=limit)[rows, cols]
+
+@_jit
+def _heap_push(key, item, size, d, v):
+    """Push ``(d, v)`` onto the binary min-heap ``key[:size], item[:size]``; new size."""
+    at = size
+    while at > 0:
+        up = (at - 1) >> 1
+        if key[up] <= d:
+            break
+        key[at], item[at] = key[up], item[up]
+        at = up
+    key[at], item[at] = d, v
+    return size + 1
+
+
+@_jit
+def _heap_pop(key, item, size):
+    """Remove the smallest entry of the heap (its ``key[0], item[0]``); new size."""
+    size -= 1
+    d, v = key[size], item[size]
+    at = 0
+    while True:
+        child = 2 * at + 1
+        if child >= size:
+            break
+        if child + 1 < size and key[child + 1] < key[child]:
+            child += 1
+        if key[child] >= d:
+            break
+        key[at], item[at] = key[child], item[child]
+        at = child
+    key[at], item[at] = d, v
+    return size
+
+
+@_jit
+def _bounded_search(indptr, indices, weights, u, v, bound):  # pragma: no cover - numba
+    """``d(u[k], v[k])`` for every request ``k``, given ``d(u[k], v[k]) <= bound[k]``.
+
+    One Dijkstra search per distinct source (the requests are grouped by ``u`` with a
+    counting sort), pruned at the source's largest bound and stopped as soon as every
+    target it serves is settled. A target beyond its bound comes back as ``inf``.
+    """
+    n = len(indptr) - 1
+    first = np.zeros(n + 1, np.int64)
+    for k in range(len(u)):
+        first[u[k] + 1] += 1
+    for s in range(n):
+        first[s + 1] += first[s]
+    fill = first[:-1].copy()
+    order = np.empty(len(u), np.int64)
+    for k in range(len(u)):
+        order[fill[u[k]]] = k
+        fill[u[k]] += 1
+    out = np.full(len(u), np.inf)
+    dist = np.full(n, np.inf)
+    settled = np.zeros(n, np.bool_)
+    wanted = np.full(n, -1, np.int64)
+    touched = np.empty(n, np.int64)
+    key = np.empty(len(indices) + 1)
+    item = np.empty(len(indices) + 1, np.int64)
+    for s in range(n):
+        if first[s] == first[s + 1]:
+            continue
+        reach, remaining = 0.0, 0
+        for r in range(first[s], first[s + 1]):
+            k = order[r]
+            reach = max(reach, bound[k])
+            if wanted[v[k]] != s:
+                wanted[v[k]] = s
+                remaining += 1
+        limit = reach * (1 + 1e-9) + 1e-300
+        dist[s], touched[0], n_touched = 0.0, s, 1
+        size = _heap_push(key, item, 0, 0.0, s)
+        while size:
+            d, x = key[0], item[0]
+            size = _heap_pop(key, item, size)
+            if settled[x]:
+                continue
+            settled[x] = True
+            if wanted[x] == s:
+                remaining -= 1
+                if remaining == 0:
+                    break
+            for a in range(indptr[x], indptr[x + 1]):
+                y = indices[a]
+                nd = d + weights[a]
+                if nd < dist[y] and nd <= limit:
+                    if dist[y] == np.inf:
+                        touched[n_touched] = y
+                        n_touched += 1
+                    dist[y] = nd
+                    size = _heap_push(key, item, size, nd, y)
+        for r in range(first[s], first[s + 1]):
+            k = order[r]
+            if settled[v[k]]:
+                out[k] = dist[v[k]]
+        for t in range(n_touched):
+            dist[touched[t]] = np.inf
+            settled[touched[t]] = False
+    return out
+
+
+@_jit
+def _pair_requests(src, dst, src_node, dst_node, src_hop, dst_hop, reach):  # pragma: no cover
+    """Source node, target node and three-hop bound of every (problem, source, target)
+    pair, problem after problem, sources x targets row-major (the order of ``cost``)."""
+    total = 0
+    for k in range(len(src) - 1):
+        total += (src[k + 1] - src[k]) * (dst[k + 1] - dst[k])
+    u = np.empty(total, np.int64)
+    v = np.empty(total, np.int64)
+    bound = np.empty(total)
+    at = 0
+    for k in range(len(src) - 1):
+        for i in range(src[k], src[k + 1]):
+            for j in range(dst[k], dst[k + 1]):
+                u[at], v[at] = src_node[i], dst_node[j]
+                bound[at] = src_hop[i] + reach[k] + dst_hop[j]
+                at += 1
+    return u, v, bound
+
+
+@_jit
+def _simplex(  # pragma: no cover - numba
+    a,
+    b,
+    c,
+    max_pivots,
+    keys,
+    ci,
+    cj,
+    flow,
+    s,
+    d,
+    row_on,
+    col_on,
+    deg,
+    fill,
+    adj,
+    pot,
+    depth,
+    up_cell,
+    up_node,
+    queue,
+    path,
+    back,
+):
+    """Exact cost of moving ``a`` (m,) onto ``b`` (n,) (equal totals) at costs ``c`` (m, n)
+    by the transportation simplex; NaN after ``max_pivots`` pivots.
+
+    The basis is a spanning tree of m + n - 1 cells, started by the least-cost rule (the
+    cells in increasing cost, each taking what its row and column still hold); each pivot
+    computes the potentials over the tree, enters the cell of most negative reduced cost
+    (Dantzig's rule, tolerance 1e-12 of the largest cost) and moves the cycle's smallest
+    flow around it. The remaining arguments are work buffers.
+    """
+    m, n = c.shape
+    nb = m + n - 1
+    nodes = m + n
+    top = 0.0
+    for q in range(m * n):
+        x = c[q // n, q % n]
+        top = max(top, x)
+        # the order of non-negative floats is that of their bits: the low 16 carry q
+        keys[q] = (np.int64(np.float64(x).view(np.int64)) & ~np.int64(0xFFFF)) | q
+    kk = keys[: m * n]
+    kk.sort()
+    s[:m] = a
+    d[:n] = b
+    row_on[:m] = True
+    col_on[:n] = True
+    rows_left, cols_left, t = m, n, 0
+    for r in range(m * n):
+        q = kk[r] & 0xFFFF
+        i, j = q // n, q % n
+        if not (row_on[i] and col_on[j]):
+            continue
+        ci[t], cj[t] = i, j
+        if rows_left == 1 and cols_left == 1:
+            f = s[i]
+        elif rows_left == 1 or (cols_left > 1 and d[j] <= s[i]):
+            f = d[j]
+            s[i] -= f
+            col_on[j] = False
+            cols_left -= 1
+        else:
+            f = s[i]
+            d[j] -= f
+            row_on[i] = False
+            rows_left -= 1
+        flow[t] = max(f, 0.0)
+        t += 1
+        if t == nb:
+            break
+    tol = 1e-12 * top
+    for pivot in range(max_pivots + 1):
+        for x in range(nodes + 1):
+            deg[x] = 0
+        for t in range(nb):
+            deg[ci[t] + 1] += 1
+            deg[m + cj[t] + 1] += 1
+        for x in range(nodes):
+            deg[x + 1] += deg[x]
+            fill[x] = deg[x]
+        for t in range(nb):
+            adj[fill[ci[t]]] = t
+            fill[ci[t]] += 1
+            adj[fill[m + cj[t]]] = t
+            fill[m + cj[t]] += 1
+        for x in range(nodes):
+            depth[x] = -1
+        depth[0], pot[0], queue[0], head, tail = 0, 0.0, 0, 0, 1
+        while head < tail:
+            x = queue[head]
+            head += 1
+            for q in range(deg[x], deg[x + 1]):
+                t = adj[q]
+                y = m + cj[t] if x < m else ci[t]
+                if depth[y] < 0:
+                    depth[y] = depth[x] + 1
+                    pot[y] = c[ci[t], cj[t]] - pot[x]
+                    up_cell[y], up_node[y] = t, x
+                    queue[tail] = y
+                    tail += 1
+        best, bi, bj = -tol, -1, -1
+        for i in range(m):
+            ui = pot[i]
+            for j in range(n):
+                r = c[i, j] - ui - pot[m + j]
+                if r < best:
+                    best, bi, bj = r, i, j
+        if bi < 0:
+            value = 0.0
+            for t in range(nb):
+                value += flow[t] * c[ci[t], cj[t]]
+            return value
+        if pivot == max_pivots:
+            break
+        x, y, nx, ny = m + bj, bi, 0, 0
+        while depth[x] > depth[y]:
+            path[nx] = up_cell[x]
+            nx += 1
+            x = up_node[x]
+        while depth[y] > depth[x]:
+            back[ny] = up_cell[y]
+            ny += 1
+            y = up_node[y]
+        while x != y:
+            path[nx] = up_cell[x]
+            nx += 1
+            x = up_node[x]
+            back[ny] = up_cell[y]
+            ny += 1
+            y = up_node[y]
+        for q in range(ny):
+            path[nx + q] = back[ny - 1 - q]
+        length = nx + ny
+        theta, leave = np.inf, -1
+        for q in range(0, length, 2):
+            if flow[path[q]] < theta:
+                theta, leave = flow[path[q]], path[q]
+        for q in range(length):
+            if q % 2 == 0:
+                flow[path[q]] -= theta
+            else:
+                flow[path[q]] += theta
+        ci[leave], cj[leave], flow[leave] = bi, bj, theta
+    return np.nan
+
+
+@_jit
+def _transport_all(src, dst, pair, source, target, cost):  # pragma: no cover - numba
+    """Exact unit-mass cost of every problem of a :class:`_Problems` (its flat arrays),
+    NaN where the simplex hit its pivot cap."""
+    K = len(src) - 1
+    big_m, big_n, big_mn = 1, 1, 1
+    for k in range(K):
+        big_m = max(big_m, src[k + 1] - src[k])
+        big_n = max(big_n, dst[k + 1] - dst[k])
+        big_mn = max(big_mn, min(pair[k + 1] - pair[k], _MAX_CELLS))
+    nodes = big_m + big_n
+    keys = np.empty(big_mn, np.int64)
+    ci = np.empty(nodes, np.int64)
+    cj = np.empty(nodes, np.int64)
+    flow = np.empty(nodes)
+    s = np.empty(big_m)
+    d = np.empty(big_n)
+    row_on = np.empty(big_m, np.bool_)
+    col_on = np.empty(big_n, np.bool_)
+    deg = np.empty(nodes + 1, np.int64)
+    fill = np.empty(nodes + 1, np.int64)
+    adj = np.empty(2 * nodes, np.int64)
+    pot = np.empty(nodes)
+    depth = np.empty(nodes, np.int64)
+    up_cell = np.empty(nodes, np.int64)
+    up_node = np.empty(nodes, np.int64)
+    queue = np.empty(nodes, np.int64)
+    path = np.empty(nodes, np.int64)
+    back = np.empty(nodes, np.int64)
+    bb = np.empty(big_n)
+    out = np.empty(K)
+    for k in range(K):
+        a = source[src[k] : src[k + 1]]
+        b = target[dst[k] : dst[k + 1]]
+        na, nbb = len(a), len(b)
+        if na * nbb > _MAX_CELLS:
+            out[k] = np.nan
+            continue
+        scale = a.sum() / b.sum()
+        for j in range(nbb):
+            bb[j] = b[j] * scale
+        c = cost[pair[k] : pair[k + 1]].reshape(na, nbb)
+        out[k] = _simplex(
+            a,
+            bb[:nbb],
+            c,
+            100 * (na + nbb) + 100,
+            keys,
+            ci,
+            cj,
+            flow,
+            s,
+            d,
+            row_on,
+            col_on,
+            deg,
+            fill,
+            adj,
+            pot,
+            depth,
+            up_cell,
+            up_node,
+            queue,
+            path,
+            back,
+        )
+    return out
+
+
+def _compiled_search(indptr, indices, weights):
+    """Bounded Dijkstra searches compiled by numba (CPU), one per distinct source."""
+
+    def search(u, v, bound):
+        return _bounded_search(indptr, indices, weights, u, v, bound)
 
     return search
 
 
-def _torch_search(tail, head, arc_w, n, device):
+def _scipy_search(graph, n, chunk):
+    """Dijkstra searches by scipy (CPU) over the whole graph, ``chunk`` sources per call,
+    each call cut at the largest reach of its sources."""
+    from scipy.sparse.csgraph import dijkstra
+
+    def block_search(block, reach, rows, cols):
+        limit = float(reach.max()) * (1 + 1e-9) + 1e-300
+        return dijkstra(graph, directed=False, indices=block, limit=limit)[rows, cols]
+
+    return lambda u, v, bound: _blocked(block_search, u, v, bound, n, chunk)
+
+
+def _torch_search(tail, head, arc_w, n, device, chunk):
     """Bellman-Ford sweeps in torch on ``device``, each source cut at its own reach: a
     path no longer than the reach has every prefix within it, so the pruning is exact."""
     as_t = lambda v: torch.as_tensor(v, device=device)  # noqa: E731
     tail_t, head_t, w_t = as_t(tail), as_t(head), as_t(arc_w)
 
-    def search(block, reach, rows, cols):
+    def block_search(block, reach, rows, cols):
         limit = as_t(reach * (1 + 1e-9) + 1e-300)[:, None]
         dist = torch.full((len(block), n), math.inf, dtype=torch.float64, device=device)
         dist[torch.arange(len(block), device=device), as_t(block)] = 0.0
@@ -153,16 +514,14 @@ def _torch_search(tail, head, arc_w, n, device):
                 return dist[as_t(rows), as_t(cols)].cpu().numpy()
             dist = new
 
-    return search
+    return lambda u, v, bound: _blocked(block_search, u, v, bound, n, chunk)
 
 
-def _distances(
-    search, u: np.ndarray, v: np.ndarray, bound: np.ndarray, n: int, chunk: int
-) -> np.ndarray:
-    """Exact ``d(u_k, v_k)`` given ``d(u_k, v_k) <= bound_k``, by bounded searches.
+def _blocked(block_search, u, v, bound, n: int, chunk: int) -> np.ndarray:
+    """``d(u_k, v_k)`` by a search over blocks of ``chunk`` sources at a time.
 
     Each source is searched as far as its farthest bound; sources of similar reach share
-    a chunk (scipy's ``limit`` is one number per call).
+    a block (scipy's ``limit`` is one number per call).
     """
     out = np.empty(len(u))
     by_source = np.argsort(u, kind="stable")
@@ -178,13 +537,84 @@ def _distances(
         _, picks = _ranges(first[block], first[block + 1] - first[block])
         picks = by_source[picks]
         slot[block] = np.arange(len(block))
-        out[picks] = search(block, reach[block], slot[u[picks]], v[picks])
+        out[picks] = block_search(block, reach[block], slot[u[picks]], v[picks])
+    return out
+
+
+def _distances(search, u: np.ndarray, v: np.ndarray, bound: np.ndarray) -> np.ndarray:
+    """Exact ``d(u_k, v_k)`` given ``d(u_k, v_k) <= bound_k``, by bounded searches."""
+    out = search(u, v, bound)
     if not np.isfinite(out).all():
         raise RuntimeError("a neighbourhood distance exceeded its three-hop bound")
     return out
 
 
-def _problems(
+@dataclass(frozen=True)
+class _Supports:
+    """The net-mass measures of the moving edges, before any distance between them.
+
+    Edge ``k`` (of ``edges``) moves ``source[src[k]:src[k+1]]`` (unit mass, on the nodes
+    ``src_node``, each ``src_hop`` from x) onto ``target[dst[k]:dst[k+1]]`` (on
+    ``dst_node``, each ``dst_hop`` from y); ``mass`` is the mass that moves, ``distance``
+    ``d(x, y)``.
+    """
+
+    edges: np.ndarray
+    mass: np.ndarray
+    distance: np.ndarray
+    src: np.ndarray
+    dst: np.ndarray
+    source: np.ndarray
+    target: np.ndarray
+    src_node: np.ndarray
+    dst_node: np.ndarray
+    src_hop: np.ndarray
+    dst_hop: np.ndarray
+
+    def passes(self, pairs_per_pass: int, rank: np.ndarray) -> list[np.ndarray]:
+        """The problems in groups of about ``pairs_per_pass`` cost entries, taken in the
+        order of ``rank`` (of each problem) so that a group's neighbourhoods overlap and
+        its searches are shared."""
+        pairs = np.diff(self.src) * np.diff(self.dst)
+        if pairs.sum() <= pairs_per_pass:
+            return [np.arange(len(pairs))]
+        order = np.argsort(rank, kind="stable")
+        group = (np.cumsum(pairs[order]) - 1) // pairs_per_pass
+        return [np.sort(ks) for ks in np.split(order, np.flatnonzero(np.diff(group)) + 1)]
+
+    def take(self, ks: np.ndarray, search) -> _Problems:
+        """The transport problems ``ks`` with their costs (one bounded search per source
+        node the group needs: a distance asked by several edges is found once)."""
+        n_src, n_dst = np.diff(self.src)[ks], np.diff(self.dst)[ks]
+        _, s_at = _ranges(self.src[ks], n_src)
+        _, d_at = _ranges(self.dst[ks], n_dst)
+        src = np.concatenate([[0], np.cumsum(n_src)])
+        dst = np.concatenate([[0], np.cumsum(n_dst)])
+        u, v, bound = _pair_requests(
+            src,
+            dst,
+            self.src_node[s_at],
+            self.dst_node[d_at],
+            self.src_hop[s_at],
+            self.dst_hop[d_at],
+            self.distance[ks],
+        )
+        cost = _distances(search, u, v, bound)
+        pair = np.concatenate([[0], np.cumsum(n_src * n_dst)])
+        return _Problems(
+            self.edges[ks],
+            self.mass[ks],
+            self.distance[ks],
+            src,
+            dst,
+            pair,
+            self.source[s_at],
+            self.target[d_at],
+            cost,
+        )
+
+
+def _supports(
     x_of: np.ndarray,
     y_of: np.ndarray,
     w: np.ndarray,
@@ -193,17 +623,19 @@ def _problems(
     alpha: float,
     exp_power: float,
     base: float,
+    distances: str,
     chunk: int,
-    device: torch.device | None,
-) -> tuple[_Problems, np.ndarray]:
-    """The net-mass transport problem of every moving edge (distances by scipy, or by
-    torch on ``device`` when given).
+    device: torch.device,
+    subset: np.ndarray,
+):
+    """The net-mass measures of the moving edges of ``subset`` (indices into the edges)
+    and a search for the distances between them (numba, scipy, or torch on ``device``).
 
-    Returns ``(problems, d(x, y) of every edge (E,))``.
+    Returns ``(supports, search, d(x, y) of every edge of subset (S,))``; the supports'
+    ``edges`` index ``subset``.
     """
     import scipy.sparse as sp
 
-    e = len(w)
     # arcs in both directions, grouped by tail (CSR order)
     tail = np.concatenate([x_of, y_of])
     head = np.concatenate([y_of, x_of])
@@ -225,10 +657,12 @@ def _problems(
         1.0 / degree[tail],
     )
     arc_mass = (1.0 - alpha) * spread
-    if device is None:
-        search = _scipy_search(sp.csr_matrix((arc_w, (tail, head)), shape=(n, n)))
+    if distances == "compiled":
+        search = _compiled_search(start, head, arc_w)
+    elif distances == "scipy":
+        search = _scipy_search(sp.csr_matrix((arc_w, (tail, head)), shape=(n, n)), n, chunk)
     else:
-        search = _torch_search(tail, head, arc_w, n, device)
+        search = _torch_search(tail, head, arc_w, n, device, chunk)
 
     def closed(ends: np.ndarray) -> tuple[np.ndarray, ...]:
         """(edge, node, mass, hop length) over the closed neighbourhood of each end."""
@@ -244,8 +678,9 @@ def _problems(
         )
 
     # net masses m_x - m_y per (edge, node); sources keep their hop to x, targets to y
-    own_x, node_x, mass_x, hop_x = closed(x_of)
-    own_y, node_y, mass_y, hop_y = closed(y_of)
+    e, ends_x, ends_y = len(subset), x_of[subset], y_of[subset]
+    own_x, node_x, mass_x, hop_x = closed(ends_x)
+    own_y, node_y, mass_y, hop_y = closed(ends_y)
     keys, inverse = np.unique(
         np.concatenate([own_x * n + node_x, own_y * n + node_y]), return_inverse=True
     )
@@ -258,30 +693,38 @@ def _problems(
     is_src, is_dst = net > 0, net < 0
     out_mass = np.bincount(owner[is_src], net[is_src], minlength=e)
     in_mass = np.bincount(owner[is_dst], -net[is_dst], minlength=e)
-    # d(x, y) of every edge, and the costs of the moving ones
-    d_xy = _distances(search, x_of, y_of, w, n, chunk)
+    d_xy = _distances(search, ends_x, ends_y, w[subset])
     moving = (np.minimum(out_mass, in_mass) > _TINY_MASS) & (d_xy >= _ZERO_DISTANCE)
     keep = moving[owner]
     edges = np.flatnonzero(moving)
     renumber = np.cumsum(moving) - 1
     src_own, dst_own = renumber[owner[is_src & keep]], renumber[owner[is_dst & keep]]
-    src_node, dst_node = node[is_src & keep], node[is_dst & keep]
-    src_hop, dst_hop = hop[is_src & keep], hop[is_dst & keep]
-    source = net[is_src & keep] / out_mass[edges][src_own]
-    target = -net[is_dst & keep] / in_mass[edges][dst_own]
-    n_src = np.bincount(src_own, minlength=len(edges))
-    n_dst = np.bincount(dst_own, minlength=len(edges))
-    src = np.concatenate([[0], np.cumsum(n_src)])
-    dst = np.concatenate([[0], np.cumsum(n_dst)])
-    pair = np.concatenate([[0], np.cumsum(n_src * n_dst)])
-    k_of, local = _ranges(np.zeros(len(edges), dtype=np.int64), n_src * n_dst)
-    i = src[k_of] + local // n_dst[k_of]
-    j = dst[k_of] + local % n_dst[k_of]
-    bound = src_hop[i] + w[edges][k_of] + dst_hop[j]
-    cost = _distances(search, src_node[i], dst_node[j], bound, n, chunk)
-    mass = (out_mass[edges] + in_mass[edges]) / 2
-    problems = _Problems(edges, mass, d_xy[edges], src, dst, pair, source, target, cost)
-    return problems, d_xy
+    supports = _Supports(
+        edges=edges,
+        mass=(out_mass[edges] + in_mass[edges]) / 2,
+        distance=d_xy[edges],
+        src=np.concatenate([[0], np.cumsum(np.bincount(src_own, minlength=len(edges)))]),
+        dst=np.concatenate([[0], np.cumsum(np.bincount(dst_own, minlength=len(edges)))]),
+        source=net[is_src & keep] / out_mass[edges][src_own],
+        target=-net[is_dst & keep] / in_mass[edges][dst_own],
+        src_node=node[is_src & keep],
+        dst_node=node[is_dst & keep],
+        src_hop=hop[is_src & keep],
+        dst_hop=hop[is_dst & keep],
+    )
+    return supports, search, d_xy
+
+
+def _locality(x_of: np.ndarray, y_of: np.ndarray, n: int) -> np.ndarray:
+    """Rank of each edge in a reverse Cuthill-McKee order of its lower end: edges close in
+    this order have overlapping neighbourhoods."""
+    import scipy.sparse as sp
+    from scipy.sparse.csgraph import reverse_cuthill_mckee
+
+    graph = sp.csr_matrix((np.ones(len(x_of)), (x_of, y_of)), shape=(n, n))
+    position = np.empty(n, dtype=np.int64)
+    position[reverse_cuthill_mckee(graph + graph.T, symmetric_mode=True)] = np.arange(n)
+    return np.minimum(position[x_of], position[y_of])
 
 
 def _bucket(size: np.ndarray) -> np.ndarray:
@@ -370,9 +813,11 @@ def sparse_ollivier_ricci(
     base: float = math.e,
     method: str = "auto",
     accuracy: float = 1e-6,
-    distances: str = "scipy",
+    distances: str = "compiled",
     chunk: int = 256,
+    pairs_per_pass: int = 1 << 23,
     batch_elements: int = 1 << 22,
+    subset: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Ollivier-Ricci curvature of every edge of an undirected sparse graph.
 
@@ -386,28 +831,38 @@ def sparse_ollivier_ricci(
         Number of nodes (isolated ones carry no edge).
     alpha, exp_power, base : float
         Node measures, see :func:`georag.geometry.ricci.node_measures`.
-    method : {"auto", "exact", "batched"}
-        Transport solver, see the module docstring: ``"exact"`` network simplex per edge,
+    method : {"auto", "exact", "batched", "pot"}
+        Transport solver, see the module docstring: ``"exact"`` compiled simplex per edge
+        (``"pot"``: POT's network simplex per edge),
         ``"batched"`` certified batched interior point on the device of ``lengths``;
         ``"auto"`` exact for CPU tensors, batched otherwise.
     accuracy : float
         ``"batched"`` only: bound on each edge's curvature error (its certificate); edges
         whose certificate is wider are solved exactly.
-    distances : {"scipy", "torch"}
-        How the bounded shortest paths are found: scipy's Dijkstra on the CPU, or
+    distances : {"compiled", "scipy", "torch"}
+        How the bounded shortest paths are found (module docstring): compiled Dijkstra
+        searches on the CPU, one per source node and pass, scipy's Dijkstra, or
         Bellman-Ford sweeps in torch on the device of ``lengths`` (memory ``chunk x 2E``
-        floats per sweep). On a CPU the torch sweeps are about 20x slower (module
-        docstring); on a GPU they have not been measured.
+        floats per sweep; on a GPU they have not been measured).
     chunk : int
-        Shortest-path sources searched at once: memory ``chunk x num_nodes`` floats.
+        ``"scipy"`` and ``"torch"`` only: sources searched at once (memory ``chunk x
+        num_nodes`` floats).
+    pairs_per_pass : int
+        Cost entries (source x target pairs) whose distances are found and whose
+        problems are solved together: memory about 40 bytes each.
     batch_elements : int
         ``"batched"`` only: padded cost entries per interior-point call (memory about
         ten float64 tensors of this size).
+    subset : torch.Tensor, shape (S,), long, optional
+        Indices of the edges whose curvature is wanted (all when None). Each edge's
+        curvature depends on the graph alone, so a subset's values are the same bits as
+        in a whole-graph call (how shards of the edges are computed apart).
 
     Returns
     -------
-    torch.Tensor, shape (E,)
-        Curvature of each edge, in the dtype and on the device of ``lengths``.
+    torch.Tensor, shape (E,) or (S,)
+        Curvature of each edge (of ``subset``), in the dtype and on the device of
+        ``lengths``.
 
     Examples
     --------
@@ -430,12 +885,22 @@ def sparse_ollivier_ricci(
         raise ValueError(f"chunk must be >= 1, got {chunk}")
     if batch_elements < 1:
         raise ValueError(f"batch_elements must be >= 1, got {batch_elements}")
+    if pairs_per_pass < 1:
+        raise ValueError(f"pairs_per_pass must be >= 1, got {pairs_per_pass}")
+    if subset is None:
+        subset = torch.arange(edge_index.shape[1])
+    if subset.dim() != 1 or subset.dtype != torch.long:
+        raise ValueError(
+            f"subset must be a 1-D long tensor, got {subset.dtype} {tuple(subset.shape)}"
+        )
+    if subset.numel() and (subset.min() < 0 or subset.max() >= edge_index.shape[1]):
+        raise ValueError(f"subset must hold edge indices in [0, {edge_index.shape[1]})")
     if method == "auto":
         method = "exact" if lengths.device.type == "cpu" else "batched"
     started = time.perf_counter()
     x_of, y_of = (t.cpu().numpy() for t in edge_index)
     w = lengths.detach().cpu().double().numpy()
-    problems, distance = _problems(
+    supports, search, distance = _supports(
         x_of,
         y_of,
         w,
@@ -443,27 +908,45 @@ def sparse_ollivier_ricci(
         alpha=alpha,
         exp_power=exp_power,
         base=base,
+        distances=distances,
         chunk=chunk,
-        device=lengths.device if distances == "torch" else None,
+        device=lengths.device,
+        subset=subset.cpu().numpy(),
     )
-    built = time.perf_counter()
-    unit = np.zeros(len(problems.edges))
-    exact = np.ones(len(unit), dtype=bool)
-    if method == "batched" and len(unit):
-        unit, certified = _batched(problems, lengths.device, accuracy, batch_elements)
-        exact = ~certified
-    if exact.any():
-        unit[exact] = emd_many(problems.block(k) for k in np.flatnonzero(exact))
+    unit = np.zeros(len(supports.edges))
+    timing = {"distances": time.perf_counter() - started, "transport": 0.0}
+    groups = supports.passes(
+        pairs_per_pass, _locality(x_of, y_of, num_nodes)[subset.cpu().numpy()][supports.edges]
+    )
+    pairs = 0
+    for ks in groups:
+        tick = time.perf_counter()
+        problems = supports.take(ks, search)
+        tock = time.perf_counter()
+        exact = np.ones(len(ks), dtype=bool)
+        if method == "batched":
+            unit[ks], certified = _batched(problems, lengths.device, accuracy, batch_elements)
+            exact = ~certified
+        elif method == "exact":
+            unit[ks] = _transport_all(*problems.flat())
+            exact = np.isnan(unit[ks])
+        if exact.any():
+            unit[ks[exact]] = emd_many(problems.block(k) for k in np.flatnonzero(exact))
+        timing["distances"] += tock - tick
+        timing["transport"] += time.perf_counter() - tock
+        pairs += len(problems.cost)
     _log.info(
-        "sparse curvature (%s): %d edges, %d transport problems, %d pairs; distances and "
-        "problems %.2f s, transport %.2f s",
+        "sparse curvature (%s, %s distances): %d edges, %d transport problems, %d pairs in "
+        "%d passes; distances and problems %.2f s, transport %.2f s",
         method,
-        len(w),
+        distances,
+        len(distance),
         len(unit),
-        len(problems.cost),
-        built - started,
-        time.perf_counter() - built,
+        pairs,
+        len(groups),
+        timing["distances"],
+        timing["transport"],
     )
     kappa = np.where(distance >= _ZERO_DISTANCE, 1.0, 0.0)
-    kappa[problems.edges] = 1.0 - problems.mass * unit / problems.distance
+    kappa[supports.edges] = 1.0 - supports.mass * unit / supports.distance
     return torch.from_numpy(kappa).to(dtype=lengths.dtype, device=lengths.device)

@@ -158,6 +158,7 @@ def test_cuda_batched_matches_cpu_exact():
         ({"batch_elements": 0}, "batch_elements"),
         ({"chunk": 0}, "chunk"),
         ({"distances": "networkx"}, "distances"),
+        ({"pairs_per_pass": 0}, "pairs_per_pass"),
     ],
 )
 def test_bad_options_are_rejected(options, match):
@@ -179,3 +180,77 @@ def test_bad_options_are_rejected(options, match):
 def test_bad_edges_are_rejected(edge_index, lengths, match):
     with pytest.raises(ValueError, match=match):
         sparse_ollivier_ricci(edge_index, lengths, 3)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    seed=st.integers(0, 2**16),
+    m=st.integers(1, 30),
+    n=st.integers(1, 30),
+    decades=st.sampled_from([0.0, 6.0, 12.0]),
+    ties=st.booleans(),
+)
+def test_compiled_simplex_equals_pot(seed, m, n, decades, ties):
+    """The compiled transportation simplex against POT's network simplex, on masses and
+    costs over many decades and on tied (degenerate) costs and masses."""
+    from georag.geometry.sparse_ricci import _transport_all
+    from georag.geometry.transport import emd_many
+
+    gen = np.random.default_rng(seed)
+    problems = []
+    for _ in range(4):
+        a = 10.0 ** gen.uniform(-decades, 0.0, m)
+        b = 10.0 ** gen.uniform(-decades, 0.0, n)
+        cost = 10.0 ** gen.uniform(-decades, 3.0, (m, n))
+        if ties:  # equal masses and a few distinct costs: many degenerate pivots
+            a, b, cost = np.ones(m), np.ones(n), gen.integers(0, 3, (m, n)).astype(float)
+        problems.append((a / a.sum(), b / b.sum(), cost))
+    src = np.cumsum([0] + [m] * 4)
+    dst = np.cumsum([0] + [n] * 4)
+    pair = np.cumsum([0] + [m * n] * 4)
+    got = _transport_all(
+        src,
+        dst,
+        pair,
+        np.concatenate([p[0] for p in problems]),
+        np.concatenate([p[1] for p in problems]),
+        np.concatenate([p[2].ravel() for p in problems]),
+    )
+    want = emd_many(iter(problems))
+    np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-15)  # rounding over 15 decades
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    seed=st.integers(0, 2**16),
+    sizes=st.lists(st.integers(2, 15), min_size=1, max_size=3),
+    isolated=st.integers(0, 3),
+    density=st.floats(0.0, 0.6),
+    low=st.sampled_from([-12.0, -3.0, 0.0]),
+)
+def test_compiled_path_equals_dense_pot(seed, sizes, isolated, density, low):
+    """Bounded compiled searches (over several passes) and the compiled simplex give the
+    curvature of the dense exact path (Floyd-Warshall, POT's network simplex) per edge
+    within 1e-9, and scipy's whole-graph Dijkstra gives the same distances (float64)."""
+    edge_index, lengths, n = pieces_graph(seed, sizes, isolated, density, low)
+    adjacency = torch.zeros(1, n, n, dtype=torch.bool)
+    dense_lengths = torch.zeros(1, n, n, dtype=torch.float64)
+    adjacency[0, edge_index[0], edge_index[1]] = adjacency[0, edge_index[1], edge_index[0]] = True
+    dense_lengths[0, edge_index[0], edge_index[1]] = lengths
+    dense_lengths[0, edge_index[1], edge_index[0]] = lengths
+    dense = ollivier_ricci(dense_lengths, adjacency, method="exact")[0]
+    reference = dense[edge_index[0], edge_index[1]]
+    compiled = sparse_ollivier_ricci(edge_index, lengths, n, pairs_per_pass=7)
+    scipy = sparse_ollivier_ricci(edge_index, lengths, n, distances="scipy", chunk=4, method="pot")
+    np.testing.assert_allclose(compiled, reference, rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(scipy, compiled, rtol=1e-9, atol=1e-9)
+
+
+def test_a_subset_of_edges_gives_the_same_bits():
+    edge_index, lengths, n = pieces_graph(3, [25, 12, 2], 2, 0.3, -3.0)
+    whole = sparse_ollivier_ricci(edge_index, lengths, n)
+    subset = torch.randperm(edge_index.shape[1], generator=torch.Generator().manual_seed(0))[:20]
+    part = sparse_ollivier_ricci(edge_index, lengths, n, subset=subset, pairs_per_pass=50)
+    assert torch.equal(part, whole[subset])
+    with pytest.raises(ValueError, match="subset"):
+        sparse_ollivier_ricci(edge_index, lengths, n, subset=torch.tensor([10**6]))
