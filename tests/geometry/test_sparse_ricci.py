@@ -217,7 +217,10 @@ def test_compiled_simplex_equals_pot(seed, m, n, decades, ties):
         np.concatenate([p[2].ravel() for p in problems]),
     )
     want = emd_many(iter(problems))
-    np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-15)  # rounding over 15 decades
+    # Masses over 12 decades and costs over 15: both simplex codes round their flows at the
+    # scale of the largest mass, so a problem whose cost is 1e-3 of its largest entries can
+    # differ in the 8th digit. The absolute bound is the curvature's (1e-9 per edge).
+    np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-10)
 
 
 @settings(max_examples=40, deadline=None)
