@@ -4,12 +4,11 @@ Builds the k-NN graph of the SciFact corpus (5,183 abstracts, all-MiniLM-L6-v2
 embeddings from the shared cache, k = 10 neighbours by cosine, symmetrised by union;
 edge length ``1 - cos``), computes the curvature of every edge with
 ``georag.geometry.sparse_ricci.sparse_ollivier_ricci`` (no all-pairs matrix) by its
-exact path (network simplex per edge) and its batched path (certified batched interior
+exact path (compiled distances and simplex) and its batched path (certified batched interior
 point, on ``--device``), and with GraphRicciCurvature 0.6.1 (``method="OTD"``, proc=1
 and its default proc=cpu_count, in ``.venv-peers``), all in one run, and prints seconds
 (medians over ``--repeats``), time ratios, the max abs difference to georag's exact
-path and, for georag, the split between the shared distance part (scipy, CPU) and the
-transport part::
+path and, for georag, the split between the distance part and the transport part::
 
     python scripts/bench_sparse_ricci.py --threads 1 --data-dir /work/shared/data
     python scripts/bench_sparse_ricci.py --device cuda --distances torch  # on a GPU

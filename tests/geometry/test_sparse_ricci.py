@@ -85,6 +85,17 @@ def pieces_graph(seed: int, sizes: list[int], isolated: int, density: float, low
     return edge_index, lengths, offset
 
 
+def dense_exact(edge_index: torch.Tensor, lengths: torch.Tensor, n: int) -> torch.Tensor:
+    """Each edge's curvature by the dense exact path (Floyd-Warshall, POT), float64."""
+    adjacency = torch.zeros(1, n, n, dtype=torch.bool)
+    dense_lengths = torch.zeros(1, n, n, dtype=torch.float64)
+    adjacency[0, edge_index[0], edge_index[1]] = adjacency[0, edge_index[1], edge_index[0]] = True
+    dense_lengths[0, edge_index[0], edge_index[1]] = lengths
+    dense_lengths[0, edge_index[1], edge_index[0]] = lengths
+    dense = ollivier_ricci(dense_lengths, adjacency, method="exact")[0]
+    return dense[edge_index[0], edge_index[1]]
+
+
 @settings(max_examples=60, deadline=None)
 @given(
     seed=st.integers(0, 2**16),
@@ -116,13 +127,7 @@ def test_batched_equals_exact_within_accuracy(
 
 def test_batched_matches_dense_at_its_accuracy_and_auto_is_exact_on_cpu(caplog):
     edge_index, lengths, n = pieces_graph(7, [30, 20], 2, 0.2, -1.0)
-    adjacency = torch.zeros(1, n, n, dtype=torch.bool)
-    dense_lengths = torch.zeros(1, n, n, dtype=torch.float64)
-    adjacency[0, edge_index[0], edge_index[1]] = adjacency[0, edge_index[1], edge_index[0]] = True
-    dense_lengths[0, edge_index[0], edge_index[1]] = lengths
-    dense_lengths[0, edge_index[1], edge_index[0]] = lengths
-    dense = ollivier_ricci(dense_lengths, adjacency, method="exact")[0]
-    reference = dense[edge_index[0], edge_index[1]]
+    reference = dense_exact(edge_index, lengths, n)
     with caplog.at_level(logging.INFO, logger="georag.geometry.sparse_ricci"):
         auto = sparse_ollivier_ricci(edge_index, lengths, n)
         assert "batched transport" not in caplog.text
@@ -236,13 +241,7 @@ def test_compiled_path_equals_dense_pot(seed, sizes, isolated, density, low):
     curvature of the dense exact path (Floyd-Warshall, POT's network simplex) per edge
     within 1e-9, and scipy's whole-graph Dijkstra gives the same distances (float64)."""
     edge_index, lengths, n = pieces_graph(seed, sizes, isolated, density, low)
-    adjacency = torch.zeros(1, n, n, dtype=torch.bool)
-    dense_lengths = torch.zeros(1, n, n, dtype=torch.float64)
-    adjacency[0, edge_index[0], edge_index[1]] = adjacency[0, edge_index[1], edge_index[0]] = True
-    dense_lengths[0, edge_index[0], edge_index[1]] = lengths
-    dense_lengths[0, edge_index[1], edge_index[0]] = lengths
-    dense = ollivier_ricci(dense_lengths, adjacency, method="exact")[0]
-    reference = dense[edge_index[0], edge_index[1]]
+    reference = dense_exact(edge_index, lengths, n)
     compiled = sparse_ollivier_ricci(edge_index, lengths, n, pairs_per_pass=7)
     scipy = sparse_ollivier_ricci(edge_index, lengths, n, distances="scipy", chunk=4, method="pot")
     np.testing.assert_allclose(compiled, reference, rtol=1e-9, atol=1e-9)
