@@ -55,6 +55,7 @@ _METHODS: dict[str, tuple[str, str, str | None]] = {
     "learned_map": ("georag.rerank.learned_map", "LearnedMap", "LearnedMapConfig"),
     "learned_ricci": ("georag.rerank.learned_ricci", "LearnedRicci", "LearnedRicciConfig"),
     "learned_iso": ("georag.rerank.learned_iso", "LearnedIso", "LearnedIsoConfig"),
+    "phrase_ppr": ("georag.rerank.phrase_ppr", "PhrasePPR", "PhrasePPRConfig"),
 }
 
 
