@@ -207,3 +207,30 @@ def test_registered_as_a_corpus_retriever(tmp_path):
     result = model.retrieve(queries, top_k=3)
     assert result.keep.sum(dim=1).tolist() == [3, 3]
     assert len(model.row_ids) == N
+
+
+@pytest.mark.slow  # encodes the demo corpus with all-MiniLM-L6-v2
+def test_zero_weight_is_the_learned_map_on_its_real_faiss_pool(tmp_path, embedding_cache_dir):
+    from georag.data.bundled import DEMO_DIR
+    from train.corpus_data import load_query_set
+    from train.pools import load_pool
+
+    pool = load_pool(str(DEMO_DIR), top_m=20, cache_dir=embedding_cache_dir / "embeddings")
+    data = load_query_set(str(DEMO_DIR), cache_dir=embedding_cache_dir)
+    mapped = LearnedMap()
+    with torch.no_grad():
+        gen = torch.Generator().manual_seed(0)
+        mapped.embed.weight.add_(0.05 * torch.randn(384, 384, generator=gen))
+        mapped.fusion.raw.fill_(0.3)
+    mapped.save(tmp_path / "map.pt")
+    model = PhrasePPR(PhrasePPRConfig(map=str(tmp_path / "map.pt"))).fit(data.corpus)
+    assert data.batch.ids == pool.batch.query_ids
+    ours = model.scores(data.batch)  # every corpus row; the map scores the pool's 20
+    column = {d: i for i, d in enumerate(model.row_ids)}
+    index = torch.tensor([[column[d] for d in row] for row in pool.batch.doc_ids])
+    expect = mapped(pool.batch).scores
+    assert (ours.gather(1, index) - expect).abs().max() <= 1e-6
+    with_graph = PhrasePPR(PhrasePPRConfig(map=str(tmp_path / "map.pt"), weight=0.3))
+    moved = with_graph.fit(data.corpus).retrieve(data.batch, top_k=20)
+    assert (moved.keep.sum(dim=1) == 20).all()
+    assert not torch.equal(moved.keep, model.retrieve(data.batch, top_k=20).keep)
