@@ -21,6 +21,7 @@ FILES = {
     "hyte_h.yaml": "hyte",
     "iso_rag.yaml": "iso",
     "ppr_global.yaml": "ppr_global",
+    "phrase_ppr.yaml": "phrase_ppr",
 }
 
 
