@@ -49,6 +49,7 @@ __all__ = [
     "PhrasePPRConfig",
     "PhrasePPR",
     "map_scores",
+    "mapped_corpus",
     "phrase_ppr_feature",
     "residual_scores",
     "teleport",
@@ -116,7 +117,21 @@ class PhrasePPRConfig:
         )
 
 
-def map_scores(model: LearnedMap | None, query: torch.Tensor, embeddings: torch.Tensor):
+def mapped_corpus(model: LearnedMap | None, embeddings: torch.Tensor) -> torch.Tensor | None:
+    """The unit-norm images (N, D) of passage embeddings under the map (None without one)."""
+    if model is None:
+        return None
+    with torch.no_grad():
+        d = model.embed(embeddings)
+        return d / d.norm(dim=1, keepdim=True).clamp_min(1e-12)
+
+
+def map_scores(
+    model: LearnedMap | None,
+    query: torch.Tensor,
+    embeddings: torch.Tensor,
+    mapped: torch.Tensor | None = None,
+) -> torch.Tensor:
     """The learned map's score of every corpus row, as :class:`LearnedMap` scores a pool:
     ``cos(W q, W d) + fusion * <q, d>``; the raw cosine ``<q, d>`` without a model.
 
@@ -127,6 +142,8 @@ def map_scores(model: LearnedMap | None, query: torch.Tensor, embeddings: torch.
         Unit-norm query embeddings.
     embeddings : torch.Tensor, shape (N, D)
         Unit-norm passage embeddings.
+    mapped : torch.Tensor, shape (N, D), optional
+        :func:`mapped_corpus` of ``embeddings`` (computed when None).
 
     Returns
     -------
@@ -135,12 +152,13 @@ def map_scores(model: LearnedMap | None, query: torch.Tensor, embeddings: torch.
     raw = query.to(embeddings.dtype) @ embeddings.T
     if model is None:
         return raw
+    mapped = mapped_corpus(model, embeddings) if mapped is None else mapped
     with torch.no_grad():
-        q, d = model.embed(query.to(embeddings.dtype)), model.embed(embeddings)
-        if (q.norm(dim=1) == 0).any():
+        q = model.embed(query.to(embeddings.dtype))
+        norm = q.norm(dim=1, keepdim=True)
+        if (norm == 0).any():
             raise ValueError("query holds zero vectors; cosine similarity is undefined")
-        cos = (q @ d.T) / (q.norm(dim=1, keepdim=True) * d.norm(dim=1).clamp_min(1e-12))
-        return cos + model.fusion().to(cos.dtype) * raw
+        return (q @ mapped.T) / norm + model.fusion().to(raw.dtype) * raw
 
 
 def teleport(
@@ -293,6 +311,7 @@ class PhrasePPR:
             raise ValueError(f"doc_ids has {len(doc_ids)} ids for {graph.num_passages} passages")
         self.embeddings, self.graph, self.doc_ids = embeddings, graph, list(doc_ids)
         self.csr = graph.to_csr(embeddings.dtype)
+        self.mapped = mapped_corpus(self.map, embeddings)
         return self
 
     @property
@@ -313,7 +332,7 @@ class PhrasePPR:
                 f"queries: embeddings of width {queries.embeddings.shape[1]}, the corpus' "
                 f"are {self.embeddings.shape[1]}"
             )
-        return map_scores(self.map, queries.embeddings, self.embeddings)
+        return map_scores(self.map, queries.embeddings, self.embeddings, self.mapped)
 
     def feature(self, queries: QueryBatch, base: torch.Tensor) -> torch.Tensor:
         """:func:`phrase_ppr_feature` of ``queries`` seeded from ``base`` (B, N)."""
