@@ -47,7 +47,7 @@ from georag.batch import QueryBatch, scores_to_run
 from georag.eval.bench import bench_parser, start
 from georag.eval.metrics import per_query
 from georag.eval.stats import bootstrap_ci, holm, paired_permutation_p
-from georag.rerank.iso_rag import GlobalPPR, IsoRag
+from georag.rerank.iso_rag import GlobalPPR, IsoRag, corpus_graph
 from georag.rerank.phrase_ppr import PhrasePPR, PhrasePPRConfig, phrase_ppr_feature
 from georag.retrieval.bm25 import BM25Index
 from georag.retrieval.encoder import TextEncoder
@@ -56,7 +56,7 @@ from train.corpus_data import QuerySet, load_query_set
 from train.pools import kfold_split, load_pool
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from quality_learned import fit  # noqa: E402  (the map is trained as that script trains it)
+from quality_learned import fit, training_subset  # noqa: E402  (the map as that script trains it)
 
 METRICS = ("recall@5", "recall@2", "ndcg@10", "recall@100")
 TOP_K = 100
@@ -95,6 +95,9 @@ class Fold:
 
     def __init__(self, label: str, train_pool, train: QuerySet, report: QuerySet, args, work: Path):
         self.label, self.train, self.report = label, train, report
+        # the knobs are tuned on all training queries, or a seeded --tune-queries of them
+        rows = training_subset(len(train.batch.ids), args.tune_queries, args.seed)
+        self.tune_set = train if len(rows) == len(train.batch.ids) else train.subset(rows)
         self.map, self.train_s, self.note = fit("learned_map", {}, train_pool, args, work / label)
         self.map_path = work / label / "map.pt"
         self.map.save(self.map_path)
@@ -133,8 +136,8 @@ class Fold:
         return base, lexical, self.features(queries, scorer, base)
 
     def tune(self) -> None:
-        base, lexical, features = self.parts(self.train)
-        gains = self.train.gains
+        base, lexical, features = self.parts(self.tune_set)
+        gains = self.tune_set.gains
         self.b = choose({b: base + b * lexical for b in BM25_WEIGHTS}, gains)
         fused = base + self.b * lexical
         self.ppr = choose(
@@ -176,6 +179,7 @@ class Fold:
             "bm25+phrase_ppr": {"passage_weight": self.ppr_bm25[0], "weight": self.ppr_bm25[1]},
             "map_val": [self.note["val_init"], self.note["val_best"]],
             "map_train_s": self.train_s,
+            "tuned_on": len(self.tune_set.batch.ids),
             "tune_s": self.tune_s,
         }
 
@@ -335,6 +339,12 @@ def main() -> None:
     )
     parser.add_argument("--folds", type=int, default=5)
     parser.add_argument(
+        "--tune-queries",
+        type=int,
+        default=0,
+        help="tune the knobs on a seeded this many of each split's training queries (0: all)",
+    )
+    parser.add_argument(
         "--jobs", type=int, default=1, help="splits run side by side in forked processes"
     )
     parser.add_argument("--epochs", type=int, default=40)
@@ -361,6 +371,9 @@ def main() -> None:
     for name in args.datasets:
         started = time.perf_counter()
         _SPLITS[:] = folds_of(name, args, encoder)
+        for split in {id(q.corpus): q for _, _, t, r in _SPLITS for q in (t, r)}.values():
+            PhrasePPR().fit(split.corpus)  # build both graphs once, before any fork
+            corpus_graph(split.corpus)
         runs, qrels, knobs = {}, {}, {}
         for part in run_splits(name, args):
             for row, run in part["runs"].items():

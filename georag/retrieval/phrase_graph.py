@@ -40,6 +40,7 @@ import re
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
+from functools import cached_property
 from pathlib import Path
 
 import torch
@@ -141,13 +142,17 @@ class PhraseGraph:
         """N + P."""
         return self.num_passages + len(self.phrases)
 
+    @cached_property
+    def _vocabulary(self) -> dict[str, int]:
+        return {p: j for j, p in enumerate(self.phrases)}
+
     def document_frequency(self) -> torch.Tensor:
         """Passages containing each phrase, shape (P,), long."""
         return torch.bincount(self.contains[1], minlength=len(self.phrases))
 
     def vocabulary(self) -> dict[str, int]:
-        """``{phrase: index}``."""
-        return {p: j for j, p in enumerate(self.phrases)}
+        """``{phrase: index}`` (built once per graph; do not modify it)."""
+        return self._vocabulary
 
     def to_csr(self, dtype: torch.dtype = torch.float32) -> torch.Tensor:
         """The symmetric weight matrix over all N + P nodes, sparse CSR (N + P, N + P)."""
