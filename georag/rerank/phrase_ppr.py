@@ -34,6 +34,7 @@ import torch
 
 from georag.batch import Corpus, QueryBatch, RerankResult
 from georag.geometry.diffusion import personalized_pagerank
+from georag.rerank.iso_rag import _CorpusRetriever
 from georag.rerank.learned_map import LearnedMap, LearnedMapConfig
 from georag.rerank.pipeline import top_k_mask
 from georag.retrieval.phrase_graph import (
@@ -260,7 +261,7 @@ def residual_scores(
     return base + weight * feature
 
 
-class PhrasePPR:
+class PhrasePPR(_CorpusRetriever):
     """Learned-map scores plus a residual of phrase-graph PPR, over a whole corpus.
 
     ``PhrasePPR(config).fit(corpus)`` builds (or loads) the corpus' phrase graph and maps
@@ -275,7 +276,7 @@ class PhrasePPR:
     config_class = PhrasePPRConfig
 
     def __init__(self, config: PhrasePPRConfig | None = None) -> None:
-        self.config = config or PhrasePPRConfig()
+        super().__init__(config)
         self.map = None
         if self.config.map is not None:
             self.map = LearnedMap(LearnedMapConfig(weights=self.config.map))
@@ -313,16 +314,6 @@ class PhrasePPR:
         self.csr = graph.to_csr(embeddings.dtype)
         self.mapped = mapped_corpus(self.map, embeddings)
         return self
-
-    @property
-    def row_ids(self) -> list[str]:
-        """The document id of each corpus row."""
-        self._check_fitted()
-        return self.doc_ids
-
-    def _check_fitted(self) -> None:
-        if not hasattr(self, "doc_ids"):
-            raise ValueError(f"{self.name}: call fit(corpus) before retrieving")
 
     def base_scores(self, queries: QueryBatch) -> torch.Tensor:
         """The learned map's (or the raw) cosine of every corpus row, shape (B, N)."""
