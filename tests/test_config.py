@@ -22,6 +22,7 @@ FILES = {
     "iso_rag.yaml": "iso",
     "ppr_global.yaml": "ppr_global",
     "gar.yaml": "gar",
+    "phrase_ppr.yaml": "phrase_ppr",
 }
 
 

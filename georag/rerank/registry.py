@@ -57,6 +57,7 @@ METHOD_MODULES = [
     "georag.rerank.ltr",
     "georag.rerank.residual_heads",
     "georag.rerank.gar",
+    "georag.rerank.phrase_ppr",
 ]
 _METHODS: dict[str, type] = {}
 _imported: set[str] = set()
