@@ -47,10 +47,12 @@ from georag.batch import QueryBatch, scores_to_run
 from georag.eval.bench import bench_parser, start
 from georag.eval.metrics import per_query
 from georag.eval.stats import bootstrap_ci, holm, paired_permutation_p
-from georag.rerank.iso_rag import GlobalPPR, IsoRag, corpus_graph
+from georag.rerank.iso import IsoRag
 from georag.rerank.phrase_ppr import PhrasePPR, PhrasePPRConfig, phrase_ppr_feature
+from georag.rerank.ppr_global import GlobalPPR
 from georag.retrieval.bm25 import BM25Index
 from georag.retrieval.encoder import TextEncoder
+from georag.retrieval.passage_graph import corpus_graph
 from georag.retrieval.phrase_graph import query_phrase_weights
 from train.corpus_data import QuerySet, load_query_set
 from train.pools import kfold_split, load_pool

@@ -36,8 +36,8 @@ from georag.batch import Corpus, QueryBatch, RerankResult
 from georag.geometry.diffusion import personalized_pagerank
 from georag.rerank.corpus_retriever import EmbeddingRetriever
 from georag.rerank.learned_map import LearnedMap, LearnedMapConfig
-from georag.rerank.registry import register
 from georag.rerank.pool import top_k_mask
+from georag.rerank.registry import register
 from georag.retrieval.phrase_graph import (
     PhraseGraph,
     PhraseGraphConfig,
