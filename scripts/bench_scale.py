@@ -185,7 +185,7 @@ def run_case(kernel: str, size: str, threads: int, args) -> dict:
                 )
             seconds = time.perf_counter() - t
         else:
-            from georag.geometry.sparse_ricci import sparse_ollivier_ricci
+            from georag.geometry.ricci.sparse import sparse_ollivier_ricci
 
             e, lengths_t = torch.from_numpy(edges), torch.from_numpy(lengths)
             total = edges.shape[1]

@@ -3,7 +3,7 @@
 Builds the k-NN graph of the SciFact corpus (5,183 abstracts, all-MiniLM-L6-v2
 embeddings from the shared cache, k = 10 neighbours by cosine, symmetrised by union;
 edge length ``1 - cos``), computes the curvature of every edge with
-``georag.geometry.sparse_ricci.sparse_ollivier_ricci`` (no all-pairs matrix) by its
+``georag.geometry.ricci.sparse.sparse_ollivier_ricci`` (no all-pairs matrix) by its
 exact path (compiled distances and simplex) and its batched path (certified batched interior
 point, on ``--device``), and with GraphRicciCurvature 0.6.1 (``method="OTD"``, proc=1
 and its default proc=cpu_count, in ``.venv-peers``), all in one run, and prints seconds
@@ -67,7 +67,7 @@ def knn_edges(embeddings: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Ten
 
 
 class _Records(logging.Handler):
-    """Keeps the messages of georag.geometry.sparse_ricci (its timing split)."""
+    """Keeps the messages of georag.geometry.ricci.sparse (its timing split)."""
 
     def __init__(self) -> None:
         super().__init__(logging.INFO)
@@ -106,7 +106,7 @@ def main() -> None:
     )
 
     from georag.data.beir import load_beir
-    from georag.geometry.sparse_ricci import sparse_ollivier_ricci
+    from georag.geometry.ricci.sparse import sparse_ollivier_ricci
     from georag.retrieval.candidates import corpus_embeddings
     from georag.retrieval.encoder import TextEncoder
 
@@ -121,7 +121,7 @@ def main() -> None:
         f"on {bench.device} with distances={args.distances!r}"
     )
     records = _Records()
-    logger = logging.getLogger("georag.geometry.sparse_ricci")
+    logger = logging.getLogger("georag.geometry.ricci.sparse")
     logger.addHandler(records)
     logger.setLevel(logging.INFO)
     ours = {}

@@ -359,7 +359,7 @@ def curvature_shards(
     """Sparse Ollivier-Ricci curvature of every edge of a graph folder, edges in
     ``shards`` contiguous blocks over the ranks.
 
-    ``options`` go to :func:`georag.geometry.sparse_ricci.sparse_ollivier_ricci`. Writes
+    ``options`` go to :func:`georag.geometry.ricci.sparse.sparse_ollivier_ricci`. Writes
     ``out`` (float64 (E,), sealed; read it with :func:`read_array`) and returns it. A
     rank's memory (the graph, a shard's neighbourhoods, a pass of cost entries) is
     estimated first and refused above ``memory_limit`` bytes (default: the memory
@@ -367,7 +367,7 @@ def curvature_shards(
     ``lightning.Trainer`` (default one CPU process; ``{"devices": 2, "strategy": "ddp"}``
     for two gloo ranks, ``{"accelerator": "gpu", "devices": N, "strategy": "ddp"}`` for NCCL).
     """
-    from georag.geometry.sparse_ricci import sparse_ollivier_ricci
+    from georag.geometry.ricci.sparse import sparse_ollivier_ricci
     from georag.retrieval.graph_store import load_graph
 
     corpus = load_graph(graph)

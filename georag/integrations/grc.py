@@ -22,7 +22,7 @@ On a ``device`` other than the CPU, "OTD" and "OTDSinkhornMix" run
 Large graphs: an undirected graph with at least ``sparse_min_nodes`` nodes (default
 :data:`SPARSE_MIN_NODES`) gets its curvature (``compute_ricci_curvature``,
 ``compute_ricci_curvature_edges``) from
-:func:`georag.geometry.sparse_ricci.sparse_ollivier_ricci`, which needs no N x N matrix:
+:func:`georag.geometry.ricci.sparse.sparse_ollivier_ricci`, which needs no N x N matrix:
 exact on a CPU ``device`` (the same numbers as the dense exact path, to 1e-9), the
 certified batched interior point on any other device (every curvature within 1e-6 of
 exact; within ``accuracy`` for method "Sinkhorn"). It is taken for "OTD",
@@ -49,7 +49,7 @@ import numpy as np
 import torch
 
 from georag.geometry.ricci import ollivier_ricci, ricci_flow
-from georag.geometry.sparse_ricci import sparse_ollivier_ricci
+from georag.geometry.ricci.sparse import sparse_ollivier_ricci
 
 __all__ = ["OllivierRicci", "METHODS", "SPARSE_MIN_NODES", "DEVICE_ACCURACY"]
 

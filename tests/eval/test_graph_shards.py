@@ -17,7 +17,7 @@ pytest.importorskip("lightning")
 
 from georag.eval.batch_predict import _array_shard, curvature_shards, ppr_shards, read_array
 from georag.geometry.diffusion import personalized_pagerank
-from georag.geometry.sparse_ricci import sparse_ollivier_ricci
+from georag.geometry.ricci.sparse import sparse_ollivier_ricci
 from georag.retrieval.graph_store import save_graph
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from georag.geometry.ricci import ollivier_ricci
-from georag.geometry.sparse_ricci import sparse_ollivier_ricci
+from georag.geometry.ricci.sparse import sparse_ollivier_ricci
 
 
 def dense_to_edges(lengths: np.ndarray, adjacency: np.ndarray):
@@ -128,7 +128,7 @@ def test_batched_equals_exact_within_accuracy(
 def test_batched_matches_dense_at_its_accuracy_and_auto_is_exact_on_cpu(caplog):
     edge_index, lengths, n = pieces_graph(7, [30, 20], 2, 0.2, -1.0)
     reference = dense_exact(edge_index, lengths, n)
-    with caplog.at_level(logging.INFO, logger="georag.geometry.sparse_ricci"):
+    with caplog.at_level(logging.INFO, logger="georag.geometry.ricci.sparse"):
         auto = sparse_ollivier_ricci(edge_index, lengths, n)
         assert "batched transport" not in caplog.text
         for accuracy in (1e-3, 1e-8):
@@ -198,7 +198,7 @@ def test_bad_edges_are_rejected(edge_index, lengths, match):
 def test_compiled_simplex_equals_pot(seed, m, n, decades, ties):
     """The compiled transportation simplex against POT's network simplex, on masses and
     costs over many decades and on tied (degenerate) costs and masses."""
-    from georag.geometry.sparse_ricci import _transport_all
+    from georag.geometry.ricci.sparse import _transport_all
     from georag.geometry.transport import emd_many
 
     gen = np.random.default_rng(seed)

@@ -25,7 +25,7 @@ around POT's C++ network simplex: on a CPU that is cheaper than Sinkhorn at thes
 (:mod:`georag.geometry.transport`) returns plans' scalings, costs and ``converged`` flags
 per problem, and :func:`~georag.geometry.transport.transport_bounds` certifies them.
 The uncertified Sinkhorn flow on CPU tensors (Ricci-Filtration's setting) runs compiled,
-graph after graph (``backend=``). Large sparse graphs: :mod:`georag.geometry.sparse_ricci`.
+graph after graph (``backend=``). Large sparse graphs: :mod:`georag.geometry.ricci.sparse`.
 
 The package, imported one way (each module only from those above it):
 
