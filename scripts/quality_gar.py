@@ -115,8 +115,7 @@ def statistics(result: dict, args) -> list[dict]:
     queries = sorted(qrels)
     values = {
         name: {
-            m: np.array([v[m][q] for q in queries])
-            for m, v in per_query(run, qrels, METRICS).items()
+            m: np.array([v[q] for q in queries]) for m, v in per_query(run, qrels, METRICS).items()
         }
         for name, run in result["runs"].items()
     }

@@ -361,15 +361,13 @@ class AdaptiveReranker:
     def fit(self, corpus: Corpus) -> AdaptiveReranker:
         """Load (or build once and cache) the corpus graph of ``corpus``; keep its rows."""
         cfg = self.config
-        texts = None
-        if cfg.graph == "bm25":
-            texts = [f"{t} {x}".strip() for t, x in zip(corpus.titles, corpus.texts)]
+        texts = [f"{t} {x}".strip() for t, x in zip(corpus.titles, corpus.texts)]
         self.graph = corpus_graph_for(
             corpus.doc_ids,
             kind=cfg.graph,
             k=cfg.k,
             embeddings=corpus.embeddings if cfg.graph == "dense" else None,
-            texts=texts,
+            texts=texts if cfg.graph == "bm25" else None,
             path=cfg.graph_path,
             cache_dir=corpus.cache_dir,
         )
@@ -377,7 +375,7 @@ class AdaptiveReranker:
         self._neighbours = torch.from_numpy(np.asarray(self.graph.neighbours, dtype=np.int64))
         self._order = string_order(corpus.doc_ids)
         self._row = {doc_id: i for i, doc_id in enumerate(corpus.doc_ids)}
-        self._full_texts = [f"{t} {x}".strip() for t, x in zip(corpus.titles, corpus.texts)]
+        self._full_texts = texts
         return self
 
     @property
