@@ -22,7 +22,8 @@ demo: venv
 test: venv peers
 	OMP_NUM_THREADS=1 HF_HUB_OFFLINE=1 WANDB_MODE=offline $(BIN)/python -m pytest -q
 
-# the default suite plus the tests marked slow (full data sets, 30 + 30 fault-injection trials)
+# the default suite plus the tests marked slow (full data sets, short training runs, the CPU run
+# of scripts/gpu_check.py, 30 + 30 fault-injection trials)
 test-all: venv peers
 	OMP_NUM_THREADS=1 HF_HUB_OFFLINE=1 WANDB_MODE=offline $(BIN)/python -m pytest -q -m ""
 

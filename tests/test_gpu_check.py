@@ -4,9 +4,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "gpu_check.py"
 
 
+@pytest.mark.slow
 def test_gpu_check_runs_every_kernel():
     done = subprocess.run(
         [sys.executable, str(SCRIPT), "--scale", "0.005"],

@@ -42,6 +42,7 @@ def graph(tmp_path):
     return save_graph(tmp_path / "g", edges, lengths, 62), edges, lengths  # 2 isolated nodes
 
 
+@pytest.mark.slow
 def test_curvature_shards_equal_one_call_and_resume(graph, tmp_path):
     folder, edges, lengths = graph
     out = tmp_path / "kappa.npy"

@@ -79,6 +79,7 @@ def _args(tmp_path: Path, data_dir: Path, epochs: int) -> list[str]:
     ]
 
 
+@pytest.mark.slow
 def test_short_cpu_run_learns_and_logs_to_wandb_offline(tmp_path, data_dir, monkeypatch):
     import wandb
 

@@ -5,12 +5,14 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import pytest
 import torch
 from test_hyte_train import _history  # same folder (rootdir-relative import)
 
 from georag.models.poincare import PoincareHead
 
 
+@pytest.mark.slow
 def test_short_cpu_run_learns_stays_in_the_ball_and_logs_offline(tmp_path, data_dir, monkeypatch):
     from train.__main__ import main
 

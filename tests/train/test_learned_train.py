@@ -116,6 +116,7 @@ def test_bad_module_arguments():
         LearnedRerankerModule("learned_maniscope", loss="hinge")
 
 
+@pytest.mark.slow
 def test_short_run_through_the_cli_learns_and_logs_offline(tmp_path, data_dir, monkeypatch):
     from train.__main__ import main
 
