@@ -9,7 +9,7 @@ import georag
 
 @pytest.fixture(scope="session")
 def serve_reranker(tmp_path_factory):
-    """``make(method)``: a georag.Reranker sharing the session's encoder and text cache."""
+    """``make(method)``: a georag.Reranker sharing the test run's encoder and text cache."""
     encoder = georag.TextEncoder(show_progress=False)
     cache = tmp_path_factory.mktemp("serve-text-cache")
 

@@ -1,6 +1,6 @@
 """``georag serve`` as a process: start-up errors, SIGTERM under load, a killed worker.
 
-Loopback only, bounded counts and times; the servers share the session's disk text cache
+Loopback only, bounded counts and times; the servers share the test run's disk text cache
 (``--cache-dir``), so they encode nothing the other tests encoded.
 """
 
@@ -20,7 +20,7 @@ from tests.serve.harness import demo_texts, environment, process_server, serve_c
 
 @pytest.fixture(scope="module")
 def cache_dir(serve_reranker, tmp_path_factory):
-    """The session's text cache folder, holding the demo texts' embeddings."""
+    """The test run's text cache folder, holding the demo texts' embeddings."""
     reranker = serve_reranker("none")
     queries, docs = demo_texts()
     reranker.rank_batch(queries[:4], [docs[:30]] * 4)
