@@ -3,7 +3,7 @@
 Usage:
     python scripts/graph_shards.py --graph runs/knn-graph --kernel curvature --out kappa.npy \\
         --shards 8 [--devices 2 --strategy ddp]
-    python scripts/graph_shards.py --graph runs/knn-graph --kernel ppr --seeds 256 --out ppr.npy
+    python scripts/graph_shards.py --graph runs/knn-graph --kernel ppr --sources 256 --out ppr.npy
 
 The graph is a folder written by georag.retrieval.graph_store.save_graph (memory-mapped,
 checksummed). Each finished shard is sealed under <out>.shards/; a rerun after a killed rank
@@ -25,12 +25,12 @@ def main() -> None:
     parser.add_argument("--kernel", required=True, choices=("curvature", "ppr"))
     parser.add_argument("--out", required=True, help="result .npy (sealed)")
     parser.add_argument("--shards", type=int, default=8)
-    parser.add_argument("--seeds", type=int, default=256, help="ppr: the first N node ids")
+    parser.add_argument("--sources", type=int, default=256, help="ppr: the first N node ids")
     parser.add_argument("--accelerator", default="cpu")
     parser.add_argument("--devices", default="1", help="number of devices/processes")
     parser.add_argument("--strategy", default="auto", help="e.g. ddp (gloo on CPU, nccl on GPU)")
     args = parser.parse_args()
-    config = {k: getattr(args, k) for k in ("kernel", "shards", "seeds", "devices", "strategy")}
+    config = {k: getattr(args, k) for k in ("kernel", "shards", "sources", "devices", "strategy")}
     bench = start(args, config=config)
     devices = int(args.devices) if args.devices.isdigit() else args.devices
     trainer = {"accelerator": args.accelerator, "devices": devices, "strategy": args.strategy}
@@ -38,8 +38,8 @@ def main() -> None:
     if args.kernel == "curvature":
         out, elapsed = timed(lambda: curvature_shards(args.graph, args.out, **options))
     else:
-        seeds = np.arange(args.seeds)
-        out, elapsed = timed(lambda: ppr_shards(args.graph, seeds, args.out, **options))
+        sources = np.arange(args.sources)
+        out, elapsed = timed(lambda: ppr_shards(args.graph, sources, args.out, **options))
     print(f"{args.kernel}: {args.shards} shards in {elapsed:.1f} s -> {out}")
     bench.finish({"seconds": elapsed})
 

@@ -8,7 +8,7 @@ is done, so memory stays flat and an interrupted job resumes by skipping finishe
 At the end, rank 0 concatenates the shards, in order, into ``out``.
 
 Corpus-graph kernels (:func:`curvature_shards`: the sparse Ollivier-Ricci curvature of a
-graph's edges; :func:`ppr_shards`: whole-graph personalized PageRank from many seed nodes)
+graph's edges; :func:`ppr_shards`: whole-graph personalized PageRank from many source nodes)
 split their edges / queries into ``shards`` contiguous blocks the same way: shard ``k``
 on rank ``k % world_size`` (gloo on CPUs, NCCL on GPUs), each written as a sealed
 ``.npy`` (:func:`georag._io.seal`, SHA-256) under ``<out>.shards/`` when done; a rerun
@@ -401,7 +401,7 @@ def curvature_shards(
 
 def ppr_shards(
     graph: str | os.PathLike,
-    seeds: np.ndarray,
+    sources: np.ndarray,
     out: str | os.PathLike,
     *,
     shards: int = 8,
@@ -410,13 +410,13 @@ def ppr_shards(
     memory_limit: int | None = None,
     trainer: dict | None = None,
 ) -> Path:
-    """Whole-graph personalized PageRank from each seed node (sparse path of
-    :func:`georag.geometry.diffusion.personalized_pagerank`), the seeds in ``shards``
+    """Whole-graph personalized PageRank from each source node (sparse path of
+    :func:`georag.geometry.diffusion.personalized_pagerank`), the sources in ``shards``
     contiguous blocks over the ranks.
 
     Edge weights are ``max(1 - length, 0)`` (the cosine of a k-NN graph whose lengths
     are ``1 - cos``), both directions. Writes ``out`` (float32 (Q, N), row ``q`` the
-    scores of ``seeds[q]``, sealed) and returns it. A rank's memory is estimated first and
+    scores of ``sources[q]``, sealed) and returns it. A rank's memory is estimated first and
     refused above ``memory_limit`` bytes; ``trainer`` as in :func:`curvature_shards`.
     """
     from georag.geometry.diffusion import personalized_pagerank
@@ -424,10 +424,12 @@ def ppr_shards(
 
     corpus = load_graph(graph)
     e, n = corpus.edges.shape[1], corpus.num_nodes
-    seeds = np.asarray(seeds, dtype=np.int64)
-    if seeds.ndim != 1 or (seeds.size and (seeds.min() < 0 or seeds.max() >= corpus.num_nodes)):
-        raise ValueError(f"seeds must be node ids in [0, {corpus.num_nodes}), shape (Q,)")
-    bounds = _blocks(len(seeds), shards)
+    sources = np.asarray(sources, dtype=np.int64)
+    if sources.ndim != 1 or (
+        sources.size and (sources.min() < 0 or sources.max() >= corpus.num_nodes)
+    ):
+        raise ValueError(f"sources must be node ids in [0, {corpus.num_nodes}), shape (Q,)")
+    bounds = _blocks(len(sources), shards)
     # the graph, its CSR both ways and the transposed transition, four (N, q) iterates
     estimate = 24 * e + 3 * 24 * e + 16 * n * int(np.diff(bounds).max(initial=0))
 
@@ -438,7 +440,7 @@ def ppr_shards(
         weights = torch.sparse_coo_tensor(
             both, torch.cat([weight, weight]), (n, n), check_invariants=True
         )
-        block = torch.from_numpy(seeds[bounds[shard] : bounds[shard + 1]])
+        block = torch.from_numpy(sources[bounds[shard] : bounds[shard + 1]])
         teleport = torch.zeros(n, len(block))
         teleport[block, torch.arange(len(block))] = 1.0
         scores = personalized_pagerank(
@@ -446,7 +448,7 @@ def ppr_shards(
         )
         return scores.T.contiguous().numpy()
 
-    what = f"{corpus.folder}: PPR of {len(seeds)} seeds ({shards} shards)"
+    what = f"{corpus.folder}: PPR of {len(sources)} sources ({shards} shards)"
     return _predict_arrays(
         compute,
         len(bounds) - 1,

@@ -62,15 +62,15 @@ def test_curvature_shards_equal_one_call_and_resume(graph, tmp_path):
 def test_ppr_shards_equal_the_same_blocks_in_one_process(graph, tmp_path):
     folder, edges, lengths = graph
     out = tmp_path / "ppr.npy"
-    seeds = np.arange(0, 60, 3)
-    ppr_shards(folder, seeds, out, shards=4)
+    sources = np.arange(0, 60, 3)
+    ppr_shards(folder, sources, out, shards=4)
     got = read_array(out)
     assert got.shape == (20, 62) and got.dtype == np.float32
     both = torch.cat([torch.tensor(edges), torch.tensor(edges).flip(0)], 1)
     w = torch.tensor(np.maximum(1.0 - lengths, 0.0)).float()
     weights = torch.sparse_coo_tensor(both, torch.cat([w, w]), (62, 62)).coalesce().to_sparse_csr()
     teleport = torch.zeros(62, 20)
-    teleport[torch.tensor(seeds), torch.arange(20)] = 1.0
+    teleport[torch.tensor(sources), torch.arange(20)] = 1.0
     want = personalized_pagerank(weights, teleport, tol=1e-6).T.numpy()
     np.testing.assert_allclose(got, want, atol=1e-6)
     assert np.allclose(got.sum(1), 1.0, atol=1e-5)
@@ -80,7 +80,7 @@ def test_oversized_work_is_refused_before_it_starts(graph, tmp_path):
     folder, _, _ = graph
     with pytest.raises(ValueError, match=r"sparse curvature of \d+ edges .* needs about"):
         curvature_shards(folder, tmp_path / "k.npy", memory_limit=1000)
-    with pytest.raises(ValueError, match="PPR of 4 seeds .* needs about"):
+    with pytest.raises(ValueError, match="PPR of 4 sources .* needs about"):
         ppr_shards(folder, np.arange(4), tmp_path / "p.npy", memory_limit=1000)
     assert not (tmp_path / "k.npy.shards").exists()
 
@@ -95,7 +95,7 @@ def _script(folder, out, kernel, *extra):
         kernel,
         "--out",
         str(out),
-        "--seeds",
+        "--sources",
         "40",
         *extra,
     ]
