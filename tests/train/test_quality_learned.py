@@ -1,4 +1,4 @@
-"""scripts/quality_learned.py: roles side by side (--jobs) give the rows of one process,
+"""scripts/quality/quality_learned.py: roles side by side (--jobs) give the rows of one process,
 the training subset (--train-queries) and the role choice (--roles) are seeded and named,
 and the tuned role's failed trials are reported."""
 
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from test_learned_train import labelled_pool  # same folder (rootdir-relative import)
 
-SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "quality_learned.py"
+SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "quality" / "quality_learned.py"
 
 
 @pytest.fixture(scope="module")
