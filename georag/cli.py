@@ -10,7 +10,7 @@ import logging
 import sys
 from pathlib import Path
 
-from georag.eval.bench import positive_int
+from georag.perf.bench import positive_int
 from georag.resources import DEFAULT_MODEL
 
 __all__ = ["main"]
@@ -455,7 +455,7 @@ def _cmd_serve(args: argparse.Namespace) -> None:
         import uvicorn  # noqa: F401
     except ImportError:
         raise ValueError("serve needs the extra 'serve': pip install 'georag[serve]'") from None
-    from georag.eval.threads import apply_thread_policy
+    from georag.perf.threads import apply_thread_policy
     from georag.serve.app import run
     from georag.serve.auth import read_api_key
     from georag.serve.service import build_reranker
@@ -487,7 +487,7 @@ def main(argv: list[str] | None = None) -> int:
         format="%(levelname)s %(name)s: %(message)s",
     )
     try:
-        from georag.eval.threads import apply_thread_policy
+        from georag.perf.threads import apply_thread_policy
 
         logging.getLogger("georag").info(apply_thread_policy(args.threads).describe())
         _COMMANDS[args.command](args)

@@ -4,7 +4,7 @@ The order (docs/architecture.md), bottom to top::
 
     batch, config, _io, resources      (bottom: importable from anywhere; import only each other)
     geometry                           (imports nothing of georag)
-    models -> data -> retrieval -> rerank -> eval -> api, integrations, serve, cli
+    perf -> models -> data -> retrieval -> rerank -> eval -> api, integrations, serve, cli
                                                                 (and train/, scripts/)
 
 Every ``import`` statement counts, including the lazy ones inside functions.
@@ -22,6 +22,7 @@ ROOT = Path(__file__).resolve().parents[1]
 BOTTOM = {"batch", "config", "_io", "resources"}
 LAYERS = [
     "geometry",
+    "perf",
     "models",
     "data",
     "retrieval",

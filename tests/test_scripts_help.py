@@ -1,5 +1,5 @@
 """Every script under scripts/ and its folders answers ``--help`` (its imports and its parser
-work), and every one but those listed in ``OFF_HARNESS`` is built on georag.eval.bench.
+work), and every one but those listed in ``OFF_HARNESS`` is built on georag.perf.bench.
 
 One fresh process runs each script as ``__main__`` with ``--help`` in turn (torch and
 the other heavy imports load once), its own folder first on ``sys.path`` as ``python
@@ -63,7 +63,7 @@ OFF_HARNESS = {"ricci_reference.py"}
 def test_every_script_uses_the_harness():
     scripts = list(SCRIPTS.rglob("*.py"))
     assert OFF_HARNESS <= {p.name for p in scripts}
-    off = {p.name for p in scripts if "georag.eval.bench" not in p.read_text()}
+    off = {p.name for p in scripts if "georag.perf.bench" not in p.read_text()}
     assert off == OFF_HARNESS
 
 

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import georag
 from georag.data.beir import load_beir
-from georag.eval.bench import bench_parser, start
-from georag.eval.timing import timed
+from georag.perf.bench import bench_parser, start
+from georag.perf.timing import timed
 from georag.retrieval.candidates import FirstStage, FirstStageConfig
 from georag.retrieval.encoder import TextEncoder
 

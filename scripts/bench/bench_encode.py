@@ -14,8 +14,8 @@ import tempfile
 import torch
 
 from georag.data.beir import BeirDataset, load_beir
-from georag.eval.bench import bench_parser, start
-from georag.eval.timing import timed
+from georag.perf.bench import bench_parser, start
+from georag.perf.timing import timed
 from georag.resources import DEFAULT_MODEL
 from georag.retrieval.candidates import FirstStage, FirstStageConfig
 from georag.retrieval.encoder import TextEncoder

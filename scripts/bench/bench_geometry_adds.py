@@ -21,9 +21,9 @@ import os
 import numpy as np
 import torch
 
-import georag.eval.bench as harness
+import georag.perf.bench as harness
 from georag.eval.synthetic import random_batch
-from georag.eval.timing import measure
+from georag.perf.timing import measure
 from georag.rerank.adapter import AdapterConfig, LearnedAdapter
 from georag.rerank.geo_features import hubness_features, pool_features
 from georag.rerank.ltr import LambdaRank, LambdaRankConfig

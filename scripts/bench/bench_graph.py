@@ -30,10 +30,10 @@ import numpy as np
 import torch
 
 from georag.batch import CandidateBatch
-from georag.eval.bench import Bench, bench_parser, start
 from georag.eval.references import networkx_maniscope
 from georag.eval.synthetic import clustered_unit_rows, unit_rows
 from georag.geometry.diffusion import edge_index_to_csr, personalized_pagerank
+from georag.perf.bench import Bench, bench_parser, start
 from georag.rerank.maniscope import Maniscope, ManiscopeConfig
 
 RESULTS: dict[str, dict] = {}

@@ -20,9 +20,9 @@ import tempfile
 from pathlib import Path
 
 from georag.data.beir import load_beir
-from georag.eval.bench import bench_parser, start
-from georag.eval.timing import timed
 from georag.models.hyte import HyTEEncoder
+from georag.perf.bench import bench_parser, start
+from georag.perf.timing import timed
 from georag.retrieval.bm25 import BM25Index
 from georag.retrieval.lorentz_index import LorentzIndex, build_lorentz_index
 

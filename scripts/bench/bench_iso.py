@@ -21,8 +21,8 @@ from pathlib import Path
 
 import torch
 
-from georag.eval.bench import bench_parser, data_root, start
 from georag.geometry.diffusion import personalized_pagerank
+from georag.perf.bench import bench_parser, data_root, start
 from georag.rerank.iso import IsoRag, IsoRagConfig, fixed_radius
 from georag.rerank.ppr_global import GlobalPPR, GlobalPPRConfig
 from georag.resources import default_cache_dir

@@ -36,7 +36,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from georag.eval.bench import (
+from georag.perf.bench import (
     bench_parser,
     busy_neighbours,
     non_negative_int,
@@ -128,7 +128,7 @@ def _peers(pool, spec: dict, bench) -> dict:
         adjacency = query_graphs(pool.slice(0, graphs))[0].numpy()
         ref = run_peer(adjacency, "flow", 1)
         seconds = sorted(ref["seconds"] * 1e3)
-        from georag.eval.timing import Timing
+        from georag.perf.timing import Timing
 
         rows["ricci"] = Timing(tuple(seconds)).as_dict()
         if spec.get("agreement"):
@@ -154,14 +154,14 @@ def child(spec_path: str) -> None:
     if spec["threads"] == "policy":
         args.threads = None
     elif spec["threads"] == "all":
-        from georag.eval.threads import usable_cores
+        from georag.perf.threads import usable_cores
 
         args.threads = usable_cores()
     else:
         args.threads = spec["threads"]
     if spec["threads"] is None:  # torch's defaults: no policy at all
-        from georag.eval.bench import Bench
-        from georag.eval.threads import ThreadSettings, usable_cores
+        from georag.perf.bench import Bench
+        from georag.perf.threads import ThreadSettings, usable_cores
 
         bench = Bench(
             script="bench_latency.py (child)",
@@ -436,7 +436,7 @@ def main() -> None:
         child(args.child)
         return
     sections = set(args.sections.split(","))
-    from georag.eval.threads import usable_cores
+    from georag.perf.threads import usable_cores
 
     cores = usable_cores()
     bench = start(

@@ -28,7 +28,7 @@ import statistics
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-from georag.eval.bench import Bench, bench_parser, start
+from georag.perf.bench import Bench, bench_parser, start
 from georag.rerank.registry import config_class, is_retriever, make_method, make_reranker
 from train.corpus_data import load_query_set
 from train.losses import ranking_loss

@@ -27,7 +27,7 @@ from pathlib import Path
 import torch
 
 from georag.data.datasets import MULTIHOP_FILES, load_dataset
-from georag.eval.bench import bench_parser, data_root, start
+from georag.perf.bench import bench_parser, data_root, start
 from georag.retrieval.phrase_graph import (
     EXTRACTORS,
     PhraseGraph,

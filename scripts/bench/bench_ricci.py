@@ -27,8 +27,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from georag.eval.bench import Bench, bench_parser, peer_python, start
-from georag.eval.timing import timed
+from georag.perf.bench import Bench, bench_parser, peer_python, start
+from georag.perf.timing import timed
 from georag.resources import DEFAULT_MODEL
 
 RUNNER = Path(__file__).resolve().parents[1] / "reference" / "ricci_reference.py"

@@ -28,7 +28,7 @@ import numpy as np
 import torch
 from bench_ricci import run_peer, scifact_graphs
 
-from georag.eval.bench import bench_parser, non_negative_int, positive_int, start
+from georag.perf.bench import bench_parser, non_negative_int, positive_int, start
 
 ROOT = Path(__file__).resolve().parents[2]
 CHILD = """

@@ -38,7 +38,7 @@ from pathlib import Path
 
 import numpy as np
 
-from georag.eval.bench import bench_parser, start
+from georag.perf.bench import bench_parser, start
 
 KERNELS = ("knn_flat", "knn_ivf", "ppr", "ppr_igraph", "ricci")
 DIM, K, QUERIES = 384, 10, 256

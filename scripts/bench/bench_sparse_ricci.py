@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from georag.eval.bench import bench_parser, peer_python, start
+from georag.perf.bench import bench_parser, peer_python, start
 from georag.resources import DEFAULT_MODEL
 
 PEER_SCRIPT = """

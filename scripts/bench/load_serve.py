@@ -30,7 +30,7 @@ import time
 
 import httpx
 
-from georag.eval.bench import bench_parser, positive_int, start
+from georag.perf.bench import bench_parser, positive_int, start
 
 
 def _workload(args) -> list[tuple[str, list[str]]]:

@@ -23,8 +23,8 @@ import time
 
 import torch
 
-from georag.eval.bench import bench_parser, start
-from georag.eval.timing import timed
+from georag.perf.bench import bench_parser, start
+from georag.perf.timing import timed
 
 # method -> functions to break the time down by, as "module:attribute"
 FUNCTIONS = {

@@ -19,8 +19,8 @@ from reference_bm25 import run_bm25  # noqa: E402
 from reference_dense import run_dense  # noqa: E402
 
 from georag.data.beir import load_beir  # noqa: E402
-from georag.eval.bench import bench_parser, data_root, start  # noqa: E402
 from georag.eval.metrics import evaluate  # noqa: E402
+from georag.perf.bench import bench_parser, data_root, start  # noqa: E402
 from georag.rerank.base import IdentityReranker  # noqa: E402
 from georag.resources import DEFAULT_MODEL, resolve_model_path  # noqa: E402
 from georag.retrieval.candidates import FirstStage, FirstStageConfig  # noqa: E402

@@ -25,10 +25,10 @@ import time
 from pathlib import Path
 
 from georag._io import atomic_write
-from georag.eval.bench import bench_parser, data_root, start
 from georag.eval.plots import plot_quality_latency
 from georag.eval.report import COLUMNS, SIGNIFICANCE, environment, latex_table, markdown_table
 from georag.eval.runner import EvalConfig, run_eval
+from georag.perf.bench import bench_parser, data_root, start
 from georag.rerank.registry import available_methods
 from georag.resources import DEFAULT_MODEL
 

@@ -43,12 +43,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from quality_learned import add_training_options, fit, folds_of  # noqa: E402
 
-import georag.eval.bench as harness  # noqa: E402
+import georag.perf.bench as harness  # noqa: E402
 from georag._io import atomic_write  # noqa: E402
 from georag.batch import scores_to_run  # noqa: E402
 from georag.eval.metrics import per_query  # noqa: E402
 from georag.eval.stats import bootstrap_ci, holm, paired_permutation_p  # noqa: E402
-from georag.eval.timing import median_single_ms, timed  # noqa: E402
+from georag.perf.timing import median_single_ms, timed  # noqa: E402
 from georag.rerank.registry import make_reranker  # noqa: E402
 from georag.resources import DEFAULT_MODEL  # noqa: E402
 from georag.retrieval.corpus_graph import build_corpus_graph  # noqa: E402

@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-import georag.eval.bench as harness
+import georag.perf.bench as harness
 from georag._io import atomic_write
 from georag.eval.metrics import per_query
 from georag.eval.stats import bootstrap_ci, holm, paired_permutation_p

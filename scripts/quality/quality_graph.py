@@ -22,10 +22,10 @@ import torch
 
 from georag.batch import CandidateBatch
 from georag.data.beir import BeirDataset, load_beir
-from georag.eval.bench import bench_parser, start
 from georag.eval.metrics import per_query
 from georag.eval.report import SIGNIFICANCE, markdown_table
 from georag.eval.stats import summarize
+from georag.perf.bench import bench_parser, start
 from georag.rerank.base import IdentityReranker, PoolReranker
 from georag.rerank.diffusion import DiffusionConfig, DiffusionReranker
 from georag.rerank.maniscope import Maniscope, ManiscopeConfig

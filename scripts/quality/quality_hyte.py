@@ -22,11 +22,11 @@ import torch
 
 from georag.batch import scores_to_run
 from georag.data.beir import load_beir
-from georag.eval.bench import bench_parser, start
 from georag.eval.metrics import evaluate
-from georag.eval.timing import timed
 from georag.geometry.hyperbolic import lorentz_gram, radial_coordinate
 from georag.models.hyte import HyTEEncoder
+from georag.perf.bench import bench_parser, start
+from georag.perf.timing import timed
 from georag.resources import DEFAULT_MODEL
 from georag.retrieval.candidates import corpus_embeddings
 from georag.retrieval.encoder import TextEncoder

@@ -28,10 +28,10 @@ import torch
 from georag.config import parse_value
 from georag.data.beir import BeirDataset
 from georag.data.multihop import load_multihop
-from georag.eval.bench import bench_parser, data_root, start
 from georag.eval.metrics import evaluate
-from georag.eval.timing import timed
 from georag.models.poincare import PoincareHead
+from georag.perf.bench import bench_parser, data_root, start
+from georag.perf.timing import timed
 from georag.rerank.corpus_retriever import output_to_run
 from georag.rerank.dense import DenseRetriever
 from georag.rerank.iso import IsoRag, IsoRagConfig, fixed_radius

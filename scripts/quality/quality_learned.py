@@ -67,13 +67,13 @@ import torch
 from lightning.pytorch.callbacks import EarlyStopping
 from lightning.pytorch.loggers import CSVLogger
 
-import georag.eval.bench as harness
+import georag.perf.bench as harness
 from georag._io import atomic_write
 from georag.batch import RerankResult, scores_to_run
 from georag.data.datasets import MULTIHOP_FILES
 from georag.eval.metrics import per_query
 from georag.eval.stats import bootstrap_ci, holm, paired_permutation_p
-from georag.eval.timing import timed
+from georag.perf.timing import timed
 from georag.rerank.base import IdentityReranker
 from georag.rerank.registry import is_retriever, make_method, make_reranker, parse_option
 from georag.resources import DEFAULT_MODEL

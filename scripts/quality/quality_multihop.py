@@ -44,9 +44,9 @@ import torch
 
 from georag._io import atomic_write
 from georag.batch import QueryBatch, scores_to_run
-from georag.eval.bench import bench_parser, start
 from georag.eval.metrics import per_query
 from georag.eval.stats import bootstrap_ci, holm, paired_permutation_p
+from georag.perf.bench import bench_parser, start
 from georag.rerank.iso import IsoRag
 from georag.rerank.phrase_ppr import PhrasePPR, PhrasePPRConfig, phrase_ppr_feature
 from georag.rerank.ppr_global import GlobalPPR

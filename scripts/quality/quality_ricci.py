@@ -24,8 +24,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from georag.eval.bench import bench_parser, start
-from georag.eval.timing import timed
+from georag.perf.bench import bench_parser, start
+from georag.perf.timing import timed
 from georag.resources import DEFAULT_MODEL
 
 

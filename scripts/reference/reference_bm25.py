@@ -30,7 +30,7 @@ def run_bm25(folder: Path, k: int = 100) -> dict[str, float]:
 
 
 def main() -> None:
-    from georag.eval.bench import bench_parser, start
+    from georag.perf.bench import bench_parser, start
 
     parser = bench_parser(__doc__, repeats=None, device=False)
     parser.add_argument("dataset", help="BEIR folder, or its name under --data-dir")

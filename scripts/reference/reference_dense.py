@@ -56,14 +56,14 @@ def run_dense(folder: Path, model_path: str, k: int = 100) -> dict[str, float]:
 
 def dataset_folder(args: argparse.Namespace) -> Path:
     """``args.dataset`` as a folder, else as a name under the data folder (``--data-dir``)."""
-    from georag.eval.bench import data_root
+    from georag.perf.bench import data_root
 
     folder = Path(args.dataset)
     return folder if folder.is_dir() else data_root(args) / args.dataset
 
 
 def main() -> None:
-    from georag.eval.bench import bench_parser, start
+    from georag.perf.bench import bench_parser, start
     from georag.resources import DEFAULT_MODEL, resolve_model_path
 
     parser = bench_parser(__doc__, repeats=None, device=False)

@@ -18,9 +18,9 @@ import inspect
 import numpy as np
 import torch
 
-from georag.eval.bench import bench_parser, start
 from georag.eval.synthetic import random_graphs
-from georag.eval.timing import timed
+from georag.perf.bench import bench_parser, start
+from georag.perf.timing import timed
 
 
 def main() -> None:

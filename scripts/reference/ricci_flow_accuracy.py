@@ -24,9 +24,9 @@ import networkx as nx
 import numpy as np
 import torch
 
-from georag.eval.bench import bench_parser, start
 from georag.eval.synthetic import random_graphs
-from georag.eval.timing import timed
+from georag.perf.bench import bench_parser, start
+from georag.perf.timing import timed
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 from bench_ricci import run_peer  # noqa: E402

@@ -21,7 +21,7 @@ from pathlib import Path
 import torch
 
 from georag._io import atomic_write
-from georag.eval.bench import bench_parser, start
+from georag.perf.bench import bench_parser, start
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -16,8 +16,8 @@ from __future__ import annotations
 import numpy as np
 
 from georag.eval.batch_predict import curvature_shards, ppr_shards
-from georag.eval.bench import bench_parser, start
-from georag.eval.timing import timed
+from georag.perf.bench import bench_parser, start
+from georag.perf.timing import timed
 
 
 def main() -> None:

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from georag.data.beir import load_beir
 from georag.eval.batch_predict import rerank_run_file
-from georag.eval.bench import bench_parser, start
-from georag.eval.timing import timed
 from georag.eval.trec import read_run
+from georag.perf.bench import bench_parser, start
+from georag.perf.timing import timed
 from georag.rerank.registry import make_reranker
 
 

@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 import torch
 
-from georag.eval import threads
-from georag.eval.bench import (
+from georag.perf import threads
+from georag.perf.bench import (
     bench_parser,
     busy_neighbours,
     data_root,
@@ -21,7 +21,7 @@ from georag.eval.bench import (
     positive_int,
     start,
 )
-from georag.eval.timing import Timing, measure, percentile
+from georag.perf.timing import Timing, measure, percentile
 
 
 def test_percentile_matches_numpy():
@@ -82,7 +82,7 @@ def test_busy_cores_sees_neighbours_at_once():
 
 def test_policy_in_a_fresh_process_sets_passive_wait_and_threads(tmp_path):
     code = (
-        "import os, sys; from georag.eval.threads import apply_thread_policy; "
+        "import os, sys; from georag.perf.threads import apply_thread_policy; "
         "s = apply_thread_policy(); import torch; "
         "print(s.threads, torch.get_num_threads(), s.source, os.environ['OMP_WAIT_POLICY'], "
         "'torch' in sys.modules)"
@@ -173,7 +173,7 @@ def test_torch_threads_sets_the_count_inside_and_restores_it():
 
 
 def test_single_query_latency_is_timed_on_the_serving_threads():
-    from georag.eval.timing import median_single_ms
+    from georag.perf.timing import median_single_ms
 
     before = torch.get_num_threads()
     seen = []

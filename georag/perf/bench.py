@@ -2,7 +2,7 @@
 
 Every benchmark script builds its parser with :func:`bench_parser` (``--data-dir``,
 ``--device``, ``--threads``, ``--repeats``, ``--out``), calls :func:`start` once (which
-applies the thread policy of :mod:`georag.eval.threads` and prints the header: device,
+applies the thread policy of :mod:`georag.perf.threads` and prints the header: device,
 threads, wait policy, load average), times with :meth:`Bench.time` (warm-up, CUDA
 synchronisation, median and 90th percentile) and ends with :meth:`Bench.finish`, which
 prints the load average at the end and writes the figures beside the header as JSON
@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from georag._io import atomic_write
-from georag.eval.threads import ThreadSettings, apply_thread_policy
+from georag.perf.threads import ThreadSettings, apply_thread_policy
 
 __all__ = [
     "bench_parser",
@@ -229,14 +229,14 @@ class Bench:
             torch.cuda.synchronize(self.device)
 
     def time(self, fn: Callable[[int], object], *, repeats: int, warmup: int = 1, per: int = 1):
-        """:func:`georag.eval.timing.measure` with this benchmark's device synchronised.
+        """:func:`georag.perf.timing.measure` with this benchmark's device synchronised.
 
         Returns
         -------
-        georag.eval.timing.Timing
+        georag.perf.timing.Timing
             Milliseconds per unit (``per`` units per call): ``.median``, ``.p90``.
         """
-        from georag.eval.timing import measure
+        from georag.perf.timing import measure
 
         def call(i: int) -> object:
             out = fn(i)

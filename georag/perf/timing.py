@@ -16,7 +16,7 @@ from typing import TypeVar
 
 import torch
 
-from georag.eval.threads import SERVING_THREADS, torch_threads
+from georag.perf.threads import SERVING_THREADS, torch_threads
 
 __all__ = ["median_single_ms", "timed", "sync", "Timing", "measure", "percentile"]
 
@@ -58,7 +58,7 @@ def median_single_ms(
         Timed queries (at most) and untimed calls before them.
     threads : int or None
         torch CPU threads while timing (one, the serving setting, by default; see
-        :mod:`georag.eval.threads`); None: the current count.
+        :mod:`georag.perf.threads`); None: the current count.
     """
     if num_queries <= 0:
         raise ValueError(f"num_queries must be positive, got {num_queries}")
