@@ -315,10 +315,10 @@ def _cmd_index(args: argparse.Namespace) -> None:
 
     dataset = load_beir(args.dataset, data_dir=args.data_dir)
     if args.hyperbolic:
-        from georag.retrieval.lorentz_index import build_lorentz_index
+        from georag.rerank.hyte import HyTEConfig, build_index
 
         docs = {doc_id: doc.full_text for doc_id, doc in dataset.corpus.items()}
-        index = build_lorentz_index(docs, args.out, weights=args.weights)
+        index = build_index(docs, args.out, HyTEConfig(weights=args.weights))
         print(f"indexed {len(index.texts)} chunks of {len(docs)} documents into {args.out}")
         return
     from georag.retrieval.store import build_store
@@ -345,12 +345,12 @@ def _cmd_search(args: argparse.Namespace) -> None:
         from georag.retrieval.lorentz_index import LorentzIndex
 
         index = LorentzIndex.load(args.index)
-        alpha = index.config.alpha if args.alpha is None else args.alpha
+        alpha = index.alpha if args.alpha is None else args.alpha
         scores, rows = index.search([query], k=args.k, alpha=alpha)
         print(
-            f"Lorentz index {args.index}: BM25 top-{index.config.top_m}, then "
+            f"Lorentz index {args.index}: BM25 top-{index.top_m}, then "
             f"score = {alpha:g} * BM25/max + {1 - alpha:g} * sigmoid(<p_d, p_q>_L + "
-            f"{index.config.offset:g}) (higher is better); id = source#chunk"
+            f"{index.offset:g}) (higher is better); id = source#chunk"
         )
         hits = [
             (index.chunk_ids[j], s, index.texts[j])

@@ -23,8 +23,9 @@ from georag.data.beir import load_beir
 from georag.models.hyte import HyTEEncoder
 from georag.perf.bench import bench_parser, start
 from georag.perf.timing import timed
+from georag.rerank.hyte import build_index
 from georag.retrieval.bm25 import BM25Index
-from georag.retrieval.lorentz_index import LorentzIndex, build_lorentz_index
+from georag.retrieval.lorentz_index import LorentzIndex
 
 
 def main() -> None:
@@ -63,7 +64,7 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "index"
-        index, build_s = timed(lambda: build_lorentz_index(docs, path, encoder=encoder))
+        index, build_s = timed(lambda: build_index(docs, path, encoder=encoder))
         size = sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
         loads = bench.time(
             lambda i: LorentzIndex.load(path, encoder=encoder), repeats=args.repeats, warmup=0

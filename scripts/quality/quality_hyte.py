@@ -27,10 +27,11 @@ from georag.geometry.hyperbolic import lorentz_gram, radial_coordinate
 from georag.models.hyte import HyTEEncoder
 from georag.perf.bench import bench_parser, start
 from georag.perf.timing import timed
+from georag.rerank.hyte import build_index
 from georag.resources import DEFAULT_MODEL
 from georag.retrieval.candidates import corpus_embeddings
 from georag.retrieval.encoder import TextEncoder
-from georag.retrieval.lorentz_index import LorentzIndex, build_lorentz_index
+from georag.retrieval.lorentz_index import LorentzIndex
 
 METRICS = ("ndcg@10", "recall@100", "mrr@10")
 ALPHAS = (0.0, 0.3, 0.5, 0.7, 1.0)
@@ -75,7 +76,7 @@ def evaluate_dataset(
     rows: list[tuple[str, dict]] = []
     for label, encoder in encoders.items():
         index, seconds = timed(
-            lambda e=encoder, w=work / f"{name}-{label}": build_lorentz_index(docs, w, encoder=e)
+            lambda e=encoder, w=work / f"{name}-{label}": build_index(docs, w, encoder=e)
         )
         print(f"  {name}: {label} index of {len(index)} chunks built in {seconds:.1f} s")
         if label == "untrained":
