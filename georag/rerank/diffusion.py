@@ -40,6 +40,7 @@ from georag.models.knobs import EmbeddingMap, Interval, Positive, Real
 from georag.rerank.learned import LearnableReranker, LearningOptions
 from georag.rerank.pool import pool_index, top_k_mask
 from georag.rerank.registry import register
+from georag.rerank.small_pool import SmallPool
 
 __all__ = [
     "DiffusionConfig",
@@ -182,6 +183,11 @@ def _as(knob: Knob, dtype: torch.dtype) -> Knob:
     return knob.to(dtype) if isinstance(knob, torch.Tensor) else knob
 
 
+def diffusion_small_pool(config: DiffusionConfig) -> SmallPool:
+    """Two documents or more: PageRank on them; one: the first-stage order."""
+    return SmallPool(slots=1, fewest=2, rule="n >= 2: PageRank on the n documents; n = 1: fallback")
+
+
 @register
 class DiffusionReranker:
     """Personalized-PageRank reranker over a complete cosine-similarity graph
@@ -189,6 +195,10 @@ class DiffusionReranker:
 
     name = "diffusion"
     config_class = DiffusionConfig
+
+    def small_pool_rule(self) -> SmallPool:
+        """What a query with only 1, 2 or 3 documents gets (:mod:`georag.rerank.small_pool`)."""
+        return diffusion_small_pool(self.config)
 
     def __init__(self, config: DiffusionConfig | None = None) -> None:
         self.config = config or DiffusionConfig()
@@ -245,6 +255,10 @@ class LearnedDiffusion(LearnableReranker):
         "teleport_power": (0.1, 10.0, True),
         "fusion": (1e-4, 10.0, True),
     }
+
+    def small_pool_rule(self) -> SmallPool:
+        """What a query with only 1, 2 or 3 documents gets (:mod:`georag.rerank.small_pool`)."""
+        return diffusion_small_pool(self.config.fixed)
 
     def __init__(self, config: LearnedDiffusionConfig | None = None) -> None:
         super().__init__(config or LearnedDiffusionConfig())

@@ -28,7 +28,9 @@ whole-corpus graph, damping 0.5).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import torch
 
@@ -48,7 +50,15 @@ from georag.rerank.corpus_retriever import (
 from georag.rerank.registry import register
 from georag.retrieval.passage_graph import PassageGraph, corpus_graph, local_candidate_graph
 
-__all__ = ["IsoRag", "IsoRagConfig", "IsoRagTrace", "fixed_radius", "head_radius"]
+__all__ = [
+    "IsoRag",
+    "IsoRagConfig",
+    "IsoRagTrace",
+    "IsoScores",
+    "fixed_radius",
+    "head_radius",
+    "iso_scores",
+]
 
 VOLUMES = ("radius", "degree")
 
@@ -162,6 +172,82 @@ class IsoRagTrace:
     final: torch.Tensor
 
 
+class IsoScores(NamedTuple):
+    """What :func:`iso_scores` computes on the local graphs, local slots, sources first
+    (the fields of :class:`IsoRagTrace` after ``nodes``, ``mask`` and ``weights``)."""
+
+    ratio: torch.Tensor
+    scores: torch.Tensor
+    pruned: torch.Tensor
+    removed: torch.Tensor
+    personalization: torch.Tensor
+    ppr: torch.Tensor
+    similarity: torch.Tensor
+    final: torch.Tensor
+
+
+def iso_scores(
+    weights: torch.Tensor,
+    similarity: torch.Tensor,
+    volume: torch.Tensor,
+    strength: torch.Tensor,
+    mask: torch.Tensor,
+    *,
+    num_sources: int,
+    sweep_size: int,
+    prune: Callable[[torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]],
+    damping: float | torch.Tensor,
+    lam: float | torch.Tensor,
+    tol: float,
+    max_iter: int,
+) -> IsoScores:
+    """ISO-RAG's scores on a batch of local candidate graphs (steps 4 to 6 of the module
+    docstring): the one computation of :class:`IsoRag` and of its learnable twin
+    (:class:`~georag.rerank.learned_iso.LearnedIso`), whose knobs may be tensors.
+
+    Parameters
+    ----------
+    weights : torch.Tensor, shape (B, M, M)
+        Symmetric local graphs (0 off the edges and on padding).
+    similarity : torch.Tensor, shape (B, M)
+        Cosine of each local node to its query.
+    volume, strength : torch.Tensor, shape (B, M)
+        Each node's volume proxy (1 on padding) and corpus strength (0 on padding).
+    mask : torch.Tensor, shape (B, M), bool
+        Real local nodes; the first ``num_sources`` slots are the sources.
+    num_sources, sweep_size : int
+        As :class:`IsoRagConfig`.
+    prune : callable
+        ``prune(weights, scores) -> (pruned, removed)``: the hard rule
+        (:meth:`IsoRag.prune`) or a differentiable surrogate of it.
+    damping, lam : float or torch.Tensor
+        PPR damping and the fusion weight (0-dim tensors carry gradients).
+    tol, max_iter
+        Power-iteration convergence (networkx semantics).
+
+    Returns
+    -------
+    IsoScores
+        ``final`` is ``lam * ppr / max(ppr) + (1 - lam) * similarity``, ``-inf`` on padding.
+    """
+    ratio, _ = local_cheeger_ratio(
+        weights, volume, sweep_size=sweep_size, strength=strength, mask=mask
+    )
+    scores = pruning_scores(weights, ratio, mask=mask)
+    pruned, removed = prune(weights, scores)
+    s = num_sources  # sources occupy the first s local slots
+    personalization = torch.cat(
+        [similarity[:, :s].clamp_min(1e-6), torch.zeros_like(similarity[:, s:])], dim=1
+    )
+    # an edgeless (fully pruned) graph is all dangling nodes: PPR = personalization
+    ppr = personalized_pagerank(
+        pruned, personalization, damping=damping, tol=tol, max_iter=max_iter, mask=mask
+    )
+    top = ppr / ppr.amax(dim=1, keepdim=True)
+    final = (lam * top + (1 - lam) * similarity).masked_fill(~mask, -torch.inf)
+    return IsoScores(ratio, scores, pruned, removed, personalization, ppr, similarity, final)
+
+
 def head_radius(corpus: Corpus, head: str | None) -> torch.Tensor | None:
     """Radius (N,) of each passage under the trained Poincare head saved at ``head``; None
     without a head (the fixed projection's radius is then used)."""
@@ -266,39 +352,21 @@ class IsoRag(EmbeddingRetriever):
         )
         volume = torch.where(mask, self.volume[nodes], 1.0)
         strength = torch.where(mask, self.strength[nodes], 0.0)
-        ratio, _ = local_cheeger_ratio(
-            weights, volume, sweep_size=cfg.sweep_size, strength=strength, mask=mask
-        )
-        scores = pruning_scores(weights, ratio, mask=mask)
-        pruned, removed = self.prune(weights, scores)
-        local_sim = similarity.gather(1, nodes)
-        personalization = torch.zeros_like(local_sim)
-        s = cfg.num_sources  # sources occupy the first s local slots
-        personalization[:, :s] = local_sim[:, :s].clamp_min(1e-6)
-        # an edgeless (fully pruned) graph is all dangling nodes: PPR = personalization
-        ppr = personalized_pagerank(
-            pruned,
-            personalization,
+        local = iso_scores(
+            weights,
+            similarity.gather(1, nodes),
+            volume,
+            strength,
+            mask,
+            num_sources=cfg.num_sources,
+            sweep_size=cfg.sweep_size,
+            prune=self.prune,
             damping=cfg.damping,
+            lam=cfg.lam,
             tol=cfg.tol,
             max_iter=cfg.max_iter,
-            mask=mask,
         )
-        top = ppr / ppr.amax(dim=1, keepdim=True)
-        final = (cfg.lam * top + (1 - cfg.lam) * local_sim).masked_fill(~mask, -torch.inf)
-        return IsoRagTrace(
-            nodes,
-            mask,
-            weights,
-            ratio,
-            scores,
-            pruned,
-            removed,
-            personalization,
-            ppr,
-            local_sim,
-            final,
-        )
+        return IsoRagTrace(nodes, mask, weights, *local)
 
     def search(self, query: torch.Tensor, *, top_k: int = 10) -> IsoRagOutput:
         """Rank passages for each query, with the local graphs' sizes.

@@ -40,15 +40,14 @@ their minimizing sweep set.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, replace
+from functools import partial
 
 import torch
 
 from georag.batch import Corpus, QueryBatch, RerankResult
-from georag.geometry.cheeger import local_cheeger_ratio, pruning_scores
-from georag.geometry.diffusion import personalized_pagerank
 from georag.models.knobs import EmbeddingMap, Interval, Positive
-from georag.rerank.iso import IsoRag, IsoRagConfig, fixed_radius, head_radius
+from georag.rerank.iso import IsoRag, IsoRagConfig, fixed_radius, head_radius, iso_scores
 from georag.rerank.learned import LearnableReranker, LearningOptions
 from georag.rerank.pool import top_k_mask
 from georag.rerank.registry import register
@@ -61,18 +60,17 @@ KNOBS = ("damping", "lam", "prune_threshold", "topo_weight")
 
 @dataclass(frozen=True)
 class LearnedIsoConfig(LearningOptions):
-    """IsoRag's settings (its defaults: the initial knobs) and the learning settings.
+    """The fixed method's config (its knobs: the initial values) and the learning settings.
 
     Parameters
     ----------
-    num_sources, max_nodes, topological, volume, sweep_size, tol, head
-        As :class:`~georag.rerank.iso.IsoRagConfig` (fixed, not trained).
-    max_iter : int
-        Power-iteration cap; looser than IsoRag's (a learned damping near 1 needs more
-        steps). Where IsoRag converges it stops at the same step, so the scores agree.
-    damping, lam, prune_threshold, topo_weight : float
-        Initial knob values (see the module docstring); strictly inside their domains
-        (``lam`` and ``damping`` in (0, 1), the others finite and > 0).
+    fixed : IsoRagConfig
+        ``num_sources``, ``max_nodes``, ``topological``, ``volume``, ``sweep_size``,
+        ``tol`` and ``head`` (fixed, not trained) and the initial ``damping``, ``lam``,
+        ``prune_threshold`` and ``topo_weight`` (see the module docstring; strictly inside
+        their domains: ``lam`` and ``damping`` in (0, 1), the others finite and > 0). Its
+        ``max_iter`` is raised to 1000 here, room for a learned damping near 1 (where
+        IsoRag converges it stops at the same step, so the scores agree).
     prune_temperature : float
         ``t`` of the training surrogate ``sigmoid((eta - score) / t)`` of the pruning.
     top_k : int
@@ -82,37 +80,24 @@ class LearnedIsoConfig(LearningOptions):
         See :class:`~georag.rerank.learned.LearningOptions`.
     """
 
-    num_sources: int = IsoRagConfig.num_sources
-    max_nodes: int = IsoRagConfig.max_nodes
-    topological: bool = IsoRagConfig.topological
-    topo_weight: float = IsoRagConfig.topo_weight
-    volume: str = IsoRagConfig.volume
-    sweep_size: int = IsoRagConfig.sweep_size
-    prune_threshold: float = IsoRagConfig.prune_threshold
-    damping: float = IsoRagConfig.damping
-    lam: float = IsoRagConfig.lam
-    tol: float = IsoRagConfig.tol
-    max_iter: int = 1000  # IsoRag's 200 is too few once a learned damping nears 1
-    head: str | None = IsoRagConfig.head
+    fixed: IsoRagConfig = field(default_factory=lambda: IsoRagConfig(max_iter=1000))
     prune_temperature: float = 0.1
     top_k: int = 10
 
     def __post_init__(self) -> None:
-        self.iso_config()  # IsoRag's own checks
         for name in ("damping", "lam"):
-            if not 0.0 < getattr(self, name) < 1.0:
-                raise ValueError(f"{name} must lie in (0, 1), got {getattr(self, name)}")
-        for name in ("prune_threshold", "topo_weight", "prune_temperature"):
-            value = getattr(self, name)
+            if not 0.0 < getattr(self.fixed, name) < 1.0:
+                raise ValueError(f"{name} must lie in (0, 1), got {getattr(self.fixed, name)}")
+        for name in ("prune_threshold", "topo_weight"):
+            value = getattr(self.fixed, name)
             if not (value > 0 and math.isfinite(value)):
                 raise ValueError(f"{name} must be finite and positive, got {value}")
+        if not (self.prune_temperature > 0 and math.isfinite(self.prune_temperature)):
+            raise ValueError(
+                f"prune_temperature must be finite and positive, got {self.prune_temperature}"
+            )
         if self.top_k < 1 or self.dim < 1:
             raise ValueError(f"top_k and dim must be positive, got {self.top_k}, {self.dim}")
-
-    def iso_config(self, **knobs: float) -> IsoRagConfig:
-        """The :class:`IsoRagConfig` of these settings, with ``knobs`` replaced."""
-        shared = {f.name: getattr(self, f.name) for f in fields(IsoRagConfig)}
-        return IsoRagConfig(**{**shared, **knobs})
 
 
 @register
@@ -128,19 +113,19 @@ class LearnedIso(LearnableReranker):
     config_class = LearnedIsoConfig
     fixed_method = "iso"
     search_space = {
-        "damping": (0.05, 0.95, False),
-        "lam": (0.05, 0.99, False),
-        "prune_threshold": (0.05, 5.0, True),
-        "topo_weight": (0.05, 2.0, True),
+        "fixed.damping": (0.05, 0.95, False),
+        "fixed.lam": (0.05, 0.99, False),
+        "fixed.prune_threshold": (0.05, 5.0, True),
+        "fixed.topo_weight": (0.05, 2.0, True),
     }
 
     def __init__(self, config: LearnedIsoConfig | None = None) -> None:
         super().__init__(config or LearnedIsoConfig())
         cfg = self.config
-        self.damping = Interval(cfg.damping)
-        self.lam = Interval(cfg.lam)
-        self.prune_threshold = Positive(cfg.prune_threshold)
-        self.topo_weight = Positive(cfg.topo_weight)
+        self.damping = Interval(cfg.fixed.damping)
+        self.lam = Interval(cfg.fixed.lam)
+        self.prune_threshold = Positive(cfg.fixed.prune_threshold)
+        self.topo_weight = Positive(cfg.fixed.topo_weight)
         self.embed = EmbeddingMap(cfg.dim) if cfg.embedding_map else None
         self._fixed: tuple[tuple, IsoRag] | None = None
         self._load_if_given()
@@ -149,7 +134,7 @@ class LearnedIso(LearnableReranker):
 
     def fit(self, corpus: Corpus) -> LearnedIso:
         """Index ``corpus``: its passage graph (cached) and the radius of each passage."""
-        radius = head_radius(corpus, self.config.head)
+        radius = head_radius(corpus, self.config.fixed.head)
         return self.fit_graph(
             corpus.embeddings, corpus_graph(corpus), radius, doc_ids=corpus.doc_ids
         )
@@ -165,15 +150,13 @@ class LearnedIso(LearnableReranker):
         """Index a corpus given as embeddings (N, D), its passage graph and, optionally, the
         radii (N,) of the volume proxy; as :meth:`IsoRag.fit_graph`."""
         # the fixed method checks the inputs and computes the volumes once
-        fixed = IsoRag(self.config.iso_config()).fit_graph(
-            embeddings, graph, radius, doc_ids=doc_ids
-        )
+        fixed = IsoRag(self.config.fixed).fit_graph(embeddings, graph, radius, doc_ids=doc_ids)
         self.embeddings, self.doc_ids, self.volume = fixed.embeddings, fixed.doc_ids, fixed.volume
         self.graph = graph
         self.radius = fixed_radius(embeddings) if radius is None else radius
         # every edge the local graph may hold, numbered from 1 in the values of one CSR
         # matrix, so that a local graph's weights can be gathered differentiably
-        pattern = graph.edge_weight(topo_weight=1.0, topological=self.config.topological) > 0
+        pattern = graph.edge_weight(topo_weight=1.0, topological=self.config.fixed.topological) > 0
         number = torch.arange(1, pattern.numel() + 1, dtype=torch.float64)
         self._edge_numbers = graph.to_csr(torch.where(pattern, number, 0.0))
         self._fixed = None
@@ -205,7 +188,7 @@ class LearnedIso(LearnableReranker):
         key = (tuple(self.knobs()[k] for k in KNOBS), tuple(p._version for p in self.parameters()))
         if self._fixed is None or self._fixed[0] != key:
             with torch.no_grad():
-                iso = IsoRag(self.config.iso_config(**self.knobs()))
+                iso = IsoRag(replace(self.config.fixed, **self.knobs()))
                 iso.fit_graph(
                     self._mapped(self.embeddings), self.graph, self.radius, doc_ids=self.doc_ids
                 )
@@ -258,7 +241,7 @@ class LearnedIso(LearnableReranker):
             The local nodes.
         """
         self._check_fitted()
-        cfg = self.config
+        cfg = self.config.fixed
         query = batch.embeddings.to(self.embeddings.dtype)
         if query.dim() != 2 or query.shape[1] != self.embeddings.shape[1]:
             raise ValueError(
@@ -278,36 +261,21 @@ class LearnedIso(LearnableReranker):
         index = number.long()
         weights = torch.where(index > 0, edge[(index - 1).clamp_min(0)], 0.0)
         strength = self.graph.strength(edge)
-        volume = torch.where(mask, self.volume[nodes], 1.0)
-        strength = torch.where(mask, strength[nodes], 0.0)
-        ratio, _ = local_cheeger_ratio(
-            weights, volume, sweep_size=cfg.sweep_size, strength=strength, mask=mask
-        )
-        prune = pruning_scores(weights, ratio, mask=mask)
         eta = self.prune_threshold().to(dtype)
-        if hard:
-            pruned = weights.masked_fill((weights > 0) & (prune > eta.detach()), 0.0)
-        else:
-            gate = torch.sigmoid((eta - prune) / cfg.prune_temperature)
-            # a gate below eps is 0: an edge scaled that far down is below rounding anyway,
-            # and one scaled to a subnormal weight stalls PageRank's row normalization
-            gate = torch.where(gate > torch.finfo(dtype).eps, gate, 0.0)
-            pruned = weights * gate
-        local_sim = similarity.gather(1, nodes)
-        s = cfg.num_sources  # sources occupy the first s local slots
-        personalization = torch.cat(
-            [local_sim[:, :s].clamp_min(1e-6), torch.zeros_like(local_sim[:, s:])], dim=1
-        )
-        ppr = personalized_pagerank(
-            pruned,
-            personalization,
+        local = iso_scores(
+            weights,
+            similarity.gather(1, nodes),
+            torch.where(mask, self.volume[nodes], 1.0),
+            torch.where(mask, strength[nodes], 0.0),
+            mask,
+            num_sources=cfg.num_sources,
+            sweep_size=cfg.sweep_size,
+            prune=partial(_hard_prune if hard else self._soft_prune, eta),
             damping=self.damping().to(dtype),
+            lam=self.lam().to(dtype),
             tol=cfg.tol,
             max_iter=cfg.max_iter,
-            mask=mask,
-        )
-        lam = self.lam().to(dtype)
-        local = lam * ppr / ppr.amax(dim=1, keepdim=True) + (1 - lam) * local_sim
+        ).final
         rows = torch.arange(nodes.shape[0], device=nodes.device)[:, None].expand_as(nodes)
         at = (rows[mask], nodes[mask])
         scores = similarity.new_zeros(similarity.shape).index_put(at, local[mask])
@@ -315,3 +283,21 @@ class LearnedIso(LearnableReranker):
             at, torch.ones_like(local[mask], dtype=torch.bool)
         )
         return scores, ranked
+
+    def _soft_prune(
+        self, eta: torch.Tensor, weights: torch.Tensor, scores: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """The training surrogate: every edge down-weighted by ``sigmoid((eta - score) / t)``."""
+        gate = torch.sigmoid((eta - scores) / self.config.prune_temperature)
+        # a gate below eps is 0: an edge scaled that far down is below rounding anyway,
+        # and one scaled to a subnormal weight stalls PageRank's row normalization
+        gate = torch.where(gate > torch.finfo(weights.dtype).eps, gate, 0.0)
+        return weights * gate, gate == 0
+
+
+def _hard_prune(
+    eta: torch.Tensor, weights: torch.Tensor, scores: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """IsoRag's hard rule at a tensor threshold (edges scoring above ``eta`` go)."""
+    removed = (weights > 0) & (scores > eta.detach())
+    return weights.masked_fill(removed, 0.0), removed

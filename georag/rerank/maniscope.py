@@ -37,6 +37,7 @@ from georag.models.knobs import EmbeddingMap, Interval, Positive, Real
 from georag.rerank.learned import LearnableReranker, LearningOptions
 from georag.rerank.pool import top_m_mask
 from georag.rerank.registry import register
+from georag.rerank.small_pool import SmallPool
 
 __all__ = [
     "LearnedManiscope",
@@ -158,6 +159,17 @@ def maniscope_scores(
     return alpha * cos + (1.0 - alpha) * sim_geo, pool
 
 
+def maniscope_small_pool(config: ManiscopeConfig) -> SmallPool:
+    """A short list gets the complete graph on its n <= k documents (k capped at n - 1);
+    a single document, the first-stage order."""
+    return SmallPool(
+        slots=max(2, config.k + 1),
+        fewest=2,
+        rule=f"n <= k={config.k}: the complete graph on the n documents (k capped at n - 1); "
+        "n = 1: first-stage order (fallback)",
+    )
+
+
 @register
 class Maniscope:
     """Geodesic k-NN-manifold reranker (:func:`maniscope_scores` with the config's
@@ -165,6 +177,10 @@ class Maniscope:
 
     name = "maniscope"
     config_class = ManiscopeConfig
+
+    def small_pool_rule(self) -> SmallPool:
+        """What a query with only 1, 2 or 3 documents gets (:mod:`georag.rerank.small_pool`)."""
+        return maniscope_small_pool(self.config)
 
     def __init__(self, config: ManiscopeConfig | None = None) -> None:
         self.config = config or ManiscopeConfig()
@@ -211,6 +227,10 @@ class LearnedManiscope(LearnableReranker):
         "length_scale": (0.01, 10.0, True),
         "fusion": (1e-4, 10.0, True),
     }
+
+    def small_pool_rule(self) -> SmallPool:
+        """What a query with only 1, 2 or 3 documents gets (:mod:`georag.rerank.small_pool`)."""
+        return maniscope_small_pool(self.config.fixed)
 
     def __init__(self, config: LearnedManiscopeConfig | None = None) -> None:
         super().__init__(config or LearnedManiscopeConfig())

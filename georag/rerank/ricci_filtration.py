@@ -69,6 +69,7 @@ from georag.models.knobs import EmbeddingMap, Interval, Positive, Real
 from georag.rerank.learned import LearnableReranker, LearningOptions
 from georag.rerank.pool import best_slots
 from georag.rerank.registry import register
+from georag.rerank.small_pool import SmallPool
 
 __all__ = [
     "LearnedRicci",
@@ -352,6 +353,17 @@ def ricci_filtration_scores(
     )
 
 
+def ricci_small_pool(config: RicciFiltrationConfig) -> SmallPool:
+    """Two documents or more: the flow on the query and its documents; one: the first-stage
+    order."""
+    return SmallPool(
+        slots=2,
+        fewest=2,
+        rule="n >= 2: the flow on the query and its n documents; n = 1: first-stage order "
+        "(fallback)",
+    )
+
+
 @register
 class RicciFiltration:
     """Ricci-flow filter: keeps the candidates near the query after the flow
@@ -379,6 +391,10 @@ class RicciFiltration:
 
     name = "ricci"
     config_class = RicciFiltrationConfig
+
+    def small_pool_rule(self) -> SmallPool:
+        """What a query with only 1, 2 or 3 documents gets (:mod:`georag.rerank.small_pool`)."""
+        return ricci_small_pool(self.config)
 
     def __init__(self, config: RicciFiltrationConfig | None = None) -> None:
         self.config = config or RicciFiltrationConfig()
@@ -445,6 +461,10 @@ class LearnedRicci(LearnableReranker):
         "length_power": (-2.0, 2.0, False),
         "geometry_weight": (-2.0, 2.0, False),
     }
+
+    def small_pool_rule(self) -> SmallPool:
+        """What a query with only 1, 2 or 3 documents gets (:mod:`georag.rerank.small_pool`)."""
+        return ricci_small_pool(self.config.fixed)
 
     def __init__(self, config: LearnedRicciConfig | None = None) -> None:
         super().__init__(config or LearnedRicciConfig())

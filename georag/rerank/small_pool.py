@@ -2,7 +2,8 @@
 
 A method's graph may need more candidate slots than a short docs list fills (Maniscope's
 k-NN graph needs ``k + 1``), and with a single candidate there is no geometry to apply.
-Each method's rule is written once, in :data:`RULES`, as a :class:`SmallPool`:
+Each method states its rule in its own module, as a ``small_pool_rule()`` method returning a
+:class:`SmallPool` (a method without one scores any number of documents, :data:`ANY`):
 
 - ``slots``: candidate slots the method's kernels need; a narrower batch is padded with
   masked slots, so a short list is answered exactly as it would be inside a wider batch
@@ -17,14 +18,13 @@ query comes alone or in a micro-batch with wider ones.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
 
 from georag.batch import CandidateBatch, RerankResult
 
-__all__ = ["SmallPool", "RULES", "small_pool", "pad_slots", "rerank_small_pools"]
+__all__ = ["ANY", "SmallPool", "small_pool", "pad_slots", "rerank_small_pools"]
 
 
 @dataclass(frozen=True)
@@ -38,7 +38,7 @@ class SmallPool:
     fewest : int
         Real candidates below which a query keeps the first-stage order (a fallback).
     rule : str
-        The behaviour in words (docs and the service's ``/info``).
+        The behaviour in words (docs and the service's ``/health``).
     """
 
     slots: int
@@ -46,41 +46,8 @@ class SmallPool:
     rule: str
 
 
-def _maniscope(config) -> SmallPool:
-    return SmallPool(
-        slots=max(2, config.k + 1),
-        fewest=2,
-        rule=f"n <= k={config.k}: the complete graph on the n documents (k capped at n - 1); "
-        "n = 1: first-stage order (fallback)",
-    )
-
-
-def _ricci(config) -> SmallPool:
-    return SmallPool(
-        slots=2,
-        fewest=2,
-        rule="n >= 2: the flow on the query and its n documents; n = 1: first-stage order "
-        "(fallback)",
-    )
-
-
-def _diffusion(config) -> SmallPool:
-    return SmallPool(slots=1, fewest=2, rule="n >= 2: PageRank on the n documents; n = 1: fallback")
-
-
-def _any(config) -> SmallPool:
-    return SmallPool(slots=1, fewest=1, rule="scores any number of documents")
-
-
-#: registry name -> rule from the method's config (methods not listed: :func:`_any`)
-RULES: dict[str, Callable[[object], SmallPool]] = {
-    "maniscope": _maniscope,
-    "learned_maniscope": _maniscope,
-    "ricci": _ricci,
-    "learned_ricci": _ricci,
-    "diffusion": _diffusion,
-    "learned_diffusion": _diffusion,
-}
+#: the rule of a method that states none: it scores any number of documents
+ANY = SmallPool(slots=1, fewest=1, rule="scores any number of documents")
 
 
 def small_pool(stage) -> SmallPool:
@@ -95,9 +62,8 @@ def small_pool(stage) -> SmallPool:
             fewest=min(r.fewest for r in rules),
             rule="; ".join(f"{s.name}: {r.rule}" for s, r in zip(stages, rules)),
         )
-    config = getattr(stage, "config", None)
-    # a learnable twin's config holds its fixed method's config
-    return RULES.get(stage.name, _any)(getattr(config, "fixed", config))
+    rule = getattr(getattr(stage, "stage", stage), "small_pool_rule", None)  # unwrap Float32Compute
+    return ANY if rule is None else rule()
 
 
 def pad_slots(batch: CandidateBatch, slots: int) -> CandidateBatch:

@@ -39,10 +39,10 @@ TOP_K = 100  # a corpus-level retriever ranks this many passages (the pool's dep
 # fold 1 of hotpotqa_dev500, scripts/quality/quality_learned.py --methods learned_iso (fold 0's best
 # epoch was the start)
 LEARNED_ISO = {
-    "damping": 0.6157,
-    "lam": 0.8463,
-    "prune_threshold": 0.6198,
-    "topo_weight": 0.8085,
+    "fixed.damping": 0.6157,
+    "fixed.lam": 0.8463,
+    "fixed.prune_threshold": 0.6198,
+    "fixed.topo_weight": 0.8085,
 }
 # the knobs learned on scifact by scripts/quality/quality_learned.py (docs/learned_results.md)
 MOVED = {

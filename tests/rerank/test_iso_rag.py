@@ -244,8 +244,8 @@ def test_fit_with_a_trained_head_uses_its_radii(corpus, tmp_path):
         expected = head.radius(emb.float()).clamp_min(1e-6)
     torch.testing.assert_close(radius, expected.to(emb.dtype), rtol=0, atol=0)
     assert head_radius(corp, None) is None
-    for name in ("iso", "learned_iso"):
-        fitted = make_reranker(name, {name: {"head": str(path)}}).fit(corp)
+    for name, key in (("iso", "head"), ("learned_iso", "fixed.head")):
+        fitted = make_reranker(name, {name: {key: str(path)}}).fit(corp)
         reference = make_reranker(name).fit_graph(emb, corpus_graph(corp), radius)
         got, want = fitted.search(queries, top_k=5), reference.search(queries, top_k=5)
         assert torch.equal(got.indices, want.indices)

@@ -53,7 +53,8 @@ def test_untrained_equals_iso(corpus, dtype, embedding_map, cfg):
     emb, graph, queries = corpus
     emb, queries = emb.to(dtype), queries.to(dtype)
     fixed = IsoRag(IsoRagConfig(**cfg)).fit_graph(emb, graph)
-    learned = make_reranker("learned_iso", embedding_map=embedding_map, dim=D, **cfg)
+    dotted = {f"fixed.{key}": value for key, value in cfg.items()}
+    learned = make_reranker("learned_iso", embedding_map=embedding_map, dim=D, **dotted)
     learned.fit_graph(emb, graph)
     a = fixed.retrieve(_queries(queries), top_k=N)
     b = learned.retrieve(_queries(queries), top_k=N)
@@ -76,12 +77,8 @@ def test_surrogate_gradient_matches_finite_differences(corpus, embedding_map):
     emb, graph, queries = corpus
     model = LearnedIso(
         LearnedIsoConfig(
-            prune_threshold=0.4,
-            damping=0.6,
-            lam=0.7,
+            fixed=IsoRagConfig(prune_threshold=0.4, damping=0.6, lam=0.7, tol=1e-14, max_iter=5000),
             prune_temperature=0.2,
-            tol=1e-14,
-            max_iter=5000,
             embedding_map=embedding_map,
             dim=D,
         )
@@ -117,10 +114,9 @@ def test_surrogate_gradient_matches_finite_differences(corpus, embedding_map):
 
 def test_surrogate_approaches_the_hard_rule(corpus):
     emb, graph, queries = corpus
-    hard = LearnedIso(LearnedIsoConfig(prune_threshold=0.3, max_nodes=12)).fit_graph(emb, graph)
-    sharp = LearnedIso(
-        LearnedIsoConfig(prune_threshold=0.3, max_nodes=12, prune_temperature=1e-6)
-    ).fit_graph(emb, graph)
+    fixed = IsoRagConfig(prune_threshold=0.3, max_nodes=12)
+    hard = LearnedIso(LearnedIsoConfig(fixed=fixed)).fit_graph(emb, graph)
+    sharp = LearnedIso(LearnedIsoConfig(fixed=fixed, prune_temperature=1e-6)).fit_graph(emb, graph)
     a, ranked = hard.score(_queries(queries), hard=True)
     b, _ = sharp.score(_queries(queries))
     assert (a[ranked] - b[ranked]).abs().max() < 1e-6
@@ -166,13 +162,15 @@ def test_saved_weights_load_through_the_registry(corpus, tmp_path):
 
 def test_bad_config():
     with pytest.raises(ValueError, match="lam"):
-        LearnedIsoConfig(lam=1.0)
+        LearnedIsoConfig(fixed=IsoRagConfig(lam=1.0))
     with pytest.raises(ValueError, match="damping"):
-        LearnedIsoConfig(damping=0.0)
+        LearnedIsoConfig(fixed=IsoRagConfig(damping=0.0))
     with pytest.raises(ValueError, match="prune_threshold"):
-        LearnedIsoConfig(prune_threshold=math.inf)
+        LearnedIsoConfig(fixed=IsoRagConfig(prune_threshold=math.inf))
+    with pytest.raises(ValueError, match="prune_temperature"):
+        LearnedIsoConfig(prune_temperature=0.0)
     with pytest.raises(ValueError, match="max_nodes"):
-        LearnedIsoConfig(num_sources=5, max_nodes=4)  # IsoRag's own check
+        make_reranker("learned_iso", **{"fixed.num_sources": 5, "fixed.max_nodes": 4})
 
 
 @pytest.mark.slow  # ~25 s: encodes the demo corpus and runs georag eval
@@ -219,7 +217,7 @@ def test_the_surrogate_never_hands_pagerank_subnormal_weights(corpus, monkeypatc
     """A gate below the dtype's eps is 0: a float32 edge of weight < 1 scaled by exp(-87)
     (just above float32's tiny) is subnormal, and PageRank does not converge on a row of such
     weights (seen in training at t = 0.02)."""
-    import georag.rerank.learned_iso as module
+    import georag.rerank.iso as module  # where the shared ISO-RAG scores call PageRank
 
     emb, graph, queries = corpus
     emb, queries = emb.float(), queries.float()
@@ -238,7 +236,7 @@ def test_the_surrogate_never_hands_pagerank_subnormal_weights(corpus, monkeypatc
     personalized_pagerank = module.personalized_pagerank
     monkeypatch.setattr(module, "personalized_pagerank", checked)
     model = LearnedIso(
-        LearnedIsoConfig(prune_threshold=eta, prune_temperature=t, max_nodes=16)
+        LearnedIsoConfig(fixed=IsoRagConfig(prune_threshold=eta, max_nodes=16), prune_temperature=t)
     ).fit_graph(emb, graph)
     out, ranked = model.score(_queries(queries))
     assert seen and torch.isfinite(out[ranked]).all()

@@ -17,6 +17,7 @@ from georag.models.knobs import Interval
 from georag.rerank import registry
 from georag.rerank.learned import LearnableReranker
 from georag.rerank.registry import make_reranker, register
+from georag.rerank.small_pool import SmallPool, rerank_small_pools, small_pool
 
 # --- the example sixth method: everything it needs is below (a method module decorates
 # its two classes with @register; here the fixture registers them, so that the registry is
@@ -51,6 +52,9 @@ class Centroid:
 
     def __call__(self, batch: CandidateBatch) -> RerankResult:
         return RerankResult.from_scores(centroid_scores(batch, pull=self.config.pull), batch.mask)
+
+    def small_pool_rule(self) -> SmallPool:
+        return SmallPool(slots=1, fewest=2, rule="n = 1: first-stage order (fallback)")
 
 
 @dataclass(frozen=True)
@@ -95,6 +99,12 @@ def test_a_sixth_method_and_its_twin_need_only_their_own_file(
     assert torch.equal(learned.keep, fixed.keep)
     moved = make_reranker("learned_centroid", {"learned_centroid": {"fixed.pull": 0.6}})(batch)
     assert not torch.allclose(moved.scores[moved.keep], fixed.scores[fixed.keep])
+    # its small-pool rule is its own: one document gets the first-stage order
+    assert small_pool(make_reranker("centroid")).fewest == 2
+    single = random_batch(np.random.default_rng(1), 2, 4, 8, padded=[(0, 1)])
+    result, fallback = rerank_small_pools(make_reranker("centroid"), single)
+    assert fallback.tolist() == [True, False]
+    assert torch.equal(result.scores[0, :1], single.scores[0, :1])
 
     from georag.data.bundled import DEMO_DIR
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from operator import attrgetter
 from pathlib import Path
 
 import pytest
@@ -117,10 +118,10 @@ def test_tuning_a_corpus_retriever_starts_at_the_defaults_and_never_ends_below()
     near = (queries @ emb.T).topk(6, dim=1).indices  # relevant: among the 6 most similar
     qrels = {q: {ids[int(j)]: 1 for j in near[i, 2::2]} for i, q in enumerate(batch.ids)}
     queries_set = QuerySet.build(corpus, batch, qrels)
-    options = {"dim": d, "max_nodes": 12}
+    options = {"dim": d, "fixed.max_nodes": 12}
     best, study = tune("learned_iso", queries_set, trials=5, options=options)
     fixed = make_method("learned_iso", options)
-    assert all(study.trials[0].params[k] == getattr(fixed.config, k) for k in best)
+    assert all(study.trials[0].params[k] == attrgetter(k)(fixed.config) for k in best)
     assert study.best_value >= study.trials[0].value
     tuned = make_method("learned_iso", {**options, **best}).fit(corpus)
     assert pool_ndcg(tuned, queries_set) == pytest.approx(study.best_value)
