@@ -14,10 +14,11 @@ R@1000 of the run (before expansion: the scorer-alone rows, whose run is the poo
 the gar rows), and a paired two-sided randomization test of NDCG@10 against the scorer alone
 at the same budget, Holm-corrected over the gar rows of the data set.
 
-Protocols (``scripts/quality_learned.py``'s folds): scifact trains on ``qrels/train.tsv``
-(a seeded 20% held out for early stopping) and reports on test; cranfield and cisi use
-seeded 5-fold cross-validation over queries, each fold reported by a map trained on the
-other four. Nothing is chosen on a report query; gar has no trained knob (paper defaults).
+Protocols (:func:`georag.experiments.folds.learned_folds`, as scripts/quality_learned.py):
+scifact trains on ``qrels/train.tsv`` (a seeded 20% held out for early stopping) and
+reports on test; cranfield and cisi use seeded 5-fold cross-validation over queries, each
+fold reported by a map trained on the other four. Nothing is chosen on a report query; gar
+has no trained knob (paper defaults).
 
 Also: the corpus-graph build time and size of every corpus in ``--graph-datasets``, and ms
 per query of gar beside its scorer alone at B=1 (median) and batched (all report queries in
@@ -39,21 +40,19 @@ from pathlib import Path
 import numpy as np
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from quality_learned import add_training_options, fit, folds_of  # noqa: E402
-
-import georag.eval.bench as harness  # noqa: E402
-from georag._io import atomic_write  # noqa: E402
-from georag.batch import scores_to_run  # noqa: E402
-from georag.eval.metrics import per_query  # noqa: E402
-from georag.eval.stats import bootstrap_ci, holm, paired_permutation_p  # noqa: E402
-from georag.eval.timing import median_single_ms, timed  # noqa: E402
-from georag.rerank.registry import make_reranker  # noqa: E402
-from georag.resources import DEFAULT_MODEL  # noqa: E402
-from georag.retrieval.corpus_graph import build_corpus_graph  # noqa: E402
-from georag.retrieval.encoder import TextEncoder  # noqa: E402
-from train.corpus_data import load_query_set  # noqa: E402
+import georag.eval.bench as harness
+from georag._io import atomic_write
+from georag.batch import scores_to_run
+from georag.eval.metrics import per_query
+from georag.eval.stats import bootstrap_ci, holm, paired_permutation_p
+from georag.eval.timing import median_single_ms, timed
+from georag.experiments.folds import learned_folds
+from georag.experiments.training import Training, add_training_options, fit
+from georag.rerank.registry import make_reranker
+from georag.resources import DEFAULT_MODEL
+from georag.retrieval.corpus_graph import build_corpus_graph
+from georag.retrieval.encoder import TextEncoder
+from train.corpus_data import load_query_set
 
 METRICS = ("ndcg@10", "recall@10", "mrr@10", "recall@100", "recall@1000")
 NAMES = {"ndcg@10": "NDCG@10", "recall@10": "Recall@10", "mrr@10": "MRR@10"}
@@ -64,7 +63,7 @@ def scorer_specs(train, args, folder: Path) -> tuple[dict, float, list]:
     specs = {"dense": ("none", {})}
     if "map" not in args.scorers:
         return specs, 0.0, []
-    reranker, spent, note = fit("learned_map", {}, train, args, folder)
+    reranker, spent, note = fit("learned_map", {}, train, Training.from_args(args), folder)
     path = folder / "map.pt"
     reranker.save(path)
     specs["map"] = ("learned_map", {"learned_map": {"weights": str(path)}})
@@ -90,7 +89,16 @@ def run_dataset(dataset: str, args, encoder) -> dict:
     runs: dict[str, dict] = {}
     qrels: dict = {}
     train_s, notes = 0.0, []
-    for train, _, _, report_q, label in folds_of(dataset, args, encoder, corpus=True):
+    folds = learned_folds(
+        dataset,
+        data_dir=args.data_dir,
+        encoder=encoder,
+        corpus=True,
+        folds=args.folds,
+        val_fraction=args.val_fraction,
+        seed=args.seed,
+    )
+    for train, _, _, report_q, label in folds:
         specs, spent, note = scorer_specs(train, args, Path(args.work) / dataset / label)
         train_s, notes = train_s + spent, notes + note
         qrels.update(report_q.qrels)
