@@ -17,9 +17,9 @@ Usage: ``python scripts/bench_iso.py --data-dir ../shared/data [--dataset hotpot
 from __future__ import annotations
 
 import torch
-from quality_iso import DATASETS, prepare
 
 from georag.eval.bench import bench_parser, data_root, start
+from georag.experiments.iso_multihop import DATASETS, prepare
 from georag.geometry.diffusion import personalized_pagerank
 from georag.rerank.iso import IsoRag, IsoRagConfig, fixed_radius
 from georag.rerank.ppr_global import GlobalPPR, GlobalPPRConfig
