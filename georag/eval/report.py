@@ -3,6 +3,8 @@
 A metric cell shows the mean, its 95% bootstrap interval ``[low, high]`` when the row has
 ``<metric>_ci_low`` / ``_ci_high``, and a mark (see :func:`georag.eval.stats.mark`) when the
 row has a Holm-corrected ``<metric>_p_value`` against a baseline row of the same data set.
+:func:`render_markdown` and :func:`render_latex` draw any table of formatted cells the same
+way (the tables of :mod:`georag.experiments` use them).
 """
 
 from __future__ import annotations

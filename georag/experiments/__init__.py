@@ -13,7 +13,9 @@ Modules (each one concern; the scripts under ``scripts/`` are their command line
 * :mod:`~georag.experiments.significance`: means, bootstrap intervals, paired
   randomization tests with Holm's correction;
 * :mod:`~georag.experiments.tables`: the sections' tables in Markdown and LaTeX;
-* :mod:`~georag.experiments.sections`: a results file of sections, merged run by run.
+* :mod:`~georag.experiments.sections`: a results file of sections, merged run by run, and
+  the learned sections in docs/results.md;
+* :mod:`~georag.experiments.iso_multihop`: the ISO-RAG multi-hop rows and their ablations.
 
 The package sits above :mod:`georag.eval` and the ``train`` package (it imports both);
 nothing below it imports it. Nothing is imported here: importing a module of the package

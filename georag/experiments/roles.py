@@ -50,8 +50,22 @@ Run = dict[str, dict[str, float]]  # a TREC run, {query id: {doc id: score}}
 
 
 def rerank(reranker, pool: Pool, batch_size: int = 256) -> Run:
-    """The TREC run of ``reranker`` over every query of ``pool`` (B queries, in batches of
-    ``batch_size``, no gradient)."""
+    """The TREC run of ``reranker`` over every query of ``pool``.
+
+    Parameters
+    ----------
+    reranker : PoolReranker
+        Called on slices of ``pool.batch`` (no gradient).
+    pool : Pool
+        B queries of M candidates.
+    batch_size : int
+        Queries per call.
+
+    Returns
+    -------
+    dict
+        ``{query id: {doc id: score}}`` of the kept candidates (:meth:`RerankResult.to_run`).
+    """
     parts = []
     with torch.no_grad():
         for start in range(0, pool.batch.batch_size, batch_size):
@@ -61,8 +75,20 @@ def rerank(reranker, pool: Pool, batch_size: int = 256) -> Run:
 
 
 def retrieve(retriever, queries: QuerySet) -> Run:
-    """The TREC run of a fitted corpus-level ``retriever`` over every query of ``queries``
-    (its top :data:`CORPUS_TOP_K` corpus rows each)."""
+    """The TREC run of a fitted corpus-level ``retriever`` over every query of ``queries``.
+
+    Parameters
+    ----------
+    retriever : Retriever
+        Fitted on ``queries.corpus`` (N passages).
+    queries : QuerySet
+        B queries.
+
+    Returns
+    -------
+    dict
+        ``{query id: {doc id: score}}``, the top :data:`CORPUS_TOP_K` corpus rows of each.
+    """
     with torch.no_grad():
         result = retriever.retrieve(queries.batch, top_k=CORPUS_TOP_K)
     return scores_to_run(result.scores, result.keep, queries.batch.ids, retriever.row_ids)
