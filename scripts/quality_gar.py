@@ -14,11 +14,10 @@ R@1000 of the run (before expansion: the scorer-alone rows, whose run is the poo
 the gar rows), and a paired two-sided randomization test of NDCG@10 against the scorer alone
 at the same budget, Holm-corrected over the gar rows of the data set.
 
-Protocols (:func:`georag.experiments.folds.learned_folds`, as scripts/quality_learned.py):
-scifact trains on ``qrels/train.tsv`` (a seeded 20% held out for early stopping) and
-reports on test; cranfield and cisi use seeded 5-fold cross-validation over queries, each
-fold reported by a map trained on the other four. Nothing is chosen on a report query; gar
-has no trained knob (paper defaults).
+Protocols (``scripts/quality_learned.py``'s folds): scifact trains on ``qrels/train.tsv``
+(a seeded 20% held out for early stopping) and reports on test; cranfield and cisi use
+seeded 5-fold cross-validation over queries, each fold reported by a map trained on the
+other four. Nothing is chosen on a report query; gar has no trained knob (paper defaults).
 
 Also: the corpus-graph build time and size of every corpus in ``--graph-datasets``, and ms
 per query of gar beside its scorer alone at B=1 (median) and batched (all report queries in
