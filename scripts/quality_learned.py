@@ -203,8 +203,8 @@ def main(argv: list[str] | None = None) -> None:
         }
         atomic_write(path, json.dumps(saved, indent=1, default=str))
         print(learned_markdown(saved), flush=True)
-    saved = [json.loads(path.read_text()) for path in sorted(work.glob("*__*.json"))]
-    new = {s["title"]: learned_markdown(s) for s in saved}
+    sections = [json.loads(path.read_text()) for path in sorted(work.glob("*__*.json"))]
+    new = {s["title"]: learned_markdown(s) for s in sections}
     out = Path(args.out)
     old = out.read_text() if out.is_file() else ""
     header = learned_header(
@@ -215,7 +215,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     atomic_write(out, document(header, old, new))
     if args.tex:
-        tables = [f"% {s['title']}\n{learned_latex(s)}" for s in saved]
+        tables = [f"% {s['title']}\n{learned_latex(s)}" for s in sections]
         atomic_write(Path(args.tex), "\n".join(tables))
     bench.finish({"sections": sorted(new), "out": str(out)})
 
