@@ -35,7 +35,7 @@ clean:
 	rm -rf $(VENV) build *.egg-info
 
 # GraphRicciCurvature 0.6.1 (the Ricci-Filtration peer) pins scipy<=1.13.1 and numpy<2.3, so it
-# gets its own environment; tests marked `peers` and scripts/bench_ricci.py use it when present.
+# gets its own environment; tests marked `peers` and scripts/bench/bench_ricci.py use it when present.
 PEERS ?= .venv-peers
 
 $(PEERS)/.installed:

@@ -44,7 +44,7 @@ _EXPORTS = {
     "evaluate": "georag.eval.metrics",
     "EvalConfig": "georag.eval.runner",
     "run_eval": "georag.eval.runner",
-    "apply_thread_policy": "georag.eval.threads",
+    "apply_thread_policy": "georag.perf.threads",
     "Reranker": "georag.api",
 }
 

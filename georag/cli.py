@@ -10,7 +10,7 @@ import logging
 import sys
 from pathlib import Path
 
-from georag.eval.bench import positive_int
+from georag.perf.bench import positive_int
 from georag.resources import DEFAULT_MODEL
 
 __all__ = ["main"]
@@ -315,10 +315,10 @@ def _cmd_index(args: argparse.Namespace) -> None:
 
     dataset = load_beir(args.dataset, data_dir=args.data_dir)
     if args.hyperbolic:
-        from georag.retrieval.lorentz_index import build_lorentz_index
+        from georag.rerank.hyte import HyTEConfig, build_index
 
         docs = {doc_id: doc.full_text for doc_id, doc in dataset.corpus.items()}
-        index = build_lorentz_index(docs, args.out, weights=args.weights)
+        index = build_index(docs, args.out, HyTEConfig(weights=args.weights))
         print(f"indexed {len(index.texts)} chunks of {len(docs)} documents into {args.out}")
         return
     from georag.retrieval.store import build_store
@@ -345,12 +345,12 @@ def _cmd_search(args: argparse.Namespace) -> None:
         from georag.retrieval.lorentz_index import LorentzIndex
 
         index = LorentzIndex.load(args.index)
-        alpha = index.config.alpha if args.alpha is None else args.alpha
+        alpha = index.alpha if args.alpha is None else args.alpha
         scores, rows = index.search([query], k=args.k, alpha=alpha)
         print(
-            f"Lorentz index {args.index}: BM25 top-{index.config.top_m}, then "
+            f"Lorentz index {args.index}: BM25 top-{index.top_m}, then "
             f"score = {alpha:g} * BM25/max + {1 - alpha:g} * sigmoid(<p_d, p_q>_L + "
-            f"{index.config.offset:g}) (higher is better); id = source#chunk"
+            f"{index.offset:g}) (higher is better); id = source#chunk"
         )
         hits = [
             (index.chunk_ids[j], s, index.texts[j])
@@ -455,7 +455,7 @@ def _cmd_serve(args: argparse.Namespace) -> None:
         import uvicorn  # noqa: F401
     except ImportError:
         raise ValueError("serve needs the extra 'serve': pip install 'georag[serve]'") from None
-    from georag.eval.threads import apply_thread_policy
+    from georag.perf.threads import apply_thread_policy
     from georag.serve.app import run
     from georag.serve.auth import read_api_key
     from georag.serve.service import build_reranker
@@ -487,7 +487,7 @@ def main(argv: list[str] | None = None) -> int:
         format="%(levelname)s %(name)s: %(message)s",
     )
     try:
-        from georag.eval.threads import apply_thread_policy
+        from georag.perf.threads import apply_thread_policy
 
         logging.getLogger("georag").info(apply_thread_policy(args.threads).describe())
         _COMMANDS[args.command](args)

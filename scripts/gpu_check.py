@@ -15,7 +15,6 @@ from collections.abc import Callable
 
 import torch
 
-from georag.eval.bench import Bench, bench_parser, start
 from georag.geometry.diffusion import edge_index_to_csr, personalized_pagerank
 from georag.geometry.graphs import (
     cosine_dissimilarity,
@@ -27,6 +26,7 @@ from georag.geometry.graphs import (
 from georag.geometry.hyperbolic import add_time, lorentz_distance, oem_pool
 from georag.geometry.ricci import ricci_flow
 from georag.geometry.transport import sinkhorn
+from georag.perf.bench import Bench, bench_parser, start
 
 
 def _time(bench: Bench, fn: Callable[[], object], repeats: int) -> tuple[object, float]:

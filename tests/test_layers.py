@@ -4,7 +4,7 @@ The order (docs/architecture.md), bottom to top::
 
     batch, config, _io, resources      (bottom: importable from anywhere; import only each other)
     geometry                           (imports nothing of georag)
-    models -> data -> retrieval -> rerank -> eval -> train/ -> experiments
+    perf -> models -> data -> retrieval -> rerank -> eval -> train/ -> experiments
                                         -> api, integrations, serve, cli     (and scripts/)
 
 ``train/`` is a package beside georag: it imports georag below ``experiments``; of georag
@@ -25,6 +25,7 @@ ROOT = Path(__file__).resolve().parents[1]
 BOTTOM = {"batch", "config", "_io", "resources"}
 LAYERS = [
     "geometry",
+    "perf",
     "models",
     "data",
     "retrieval",

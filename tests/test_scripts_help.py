@@ -1,8 +1,9 @@
-"""Every script under scripts/ answers ``--help`` (its imports and its parser work), and
-every one but those listed in ``OFF_HARNESS`` is built on georag.eval.bench.
+"""Every script under scripts/ and its folders answers ``--help`` (its imports and its parser
+work), and every one but those listed in ``OFF_HARNESS`` is built on georag.perf.bench.
 
 One fresh process runs each script as ``__main__`` with ``--help`` in turn (torch and
-the other heavy imports load once) and reports every script that did not exit 0 with a
+the other heavy imports load once), its own folder first on ``sys.path`` as ``python
+scripts/<folder>/<name>.py`` puts it, and reports every script that did not exit 0 with a
 usage line.
 """
 
@@ -17,10 +18,11 @@ from pathlib import Path
 SCRIPTS = Path(__file__).resolve().parents[1] / "scripts"
 
 _RUN_ALL = """
-import contextlib, io, json, runpy, sys
-sys.path.insert(0, sys.argv[1])
+import contextlib, io, json, os, runpy, sys
+base = list(sys.path)
 failed = {}
-for path in sys.argv[2:]:
+for path in sys.argv[1:]:
+    sys.path[:] = [os.path.dirname(path), *base]
     out = io.StringIO()
     sys.argv = [path, "--help"]
     code = None
@@ -38,11 +40,11 @@ print(json.dumps(failed))
 
 
 def test_every_script_answers_help():
-    scripts = sorted(str(p) for p in SCRIPTS.glob("*.py"))
+    scripts = sorted(str(p) for p in SCRIPTS.rglob("*.py"))
     assert len(scripts) >= 20
     env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
     done = subprocess.run(
-        [sys.executable, "-c", _RUN_ALL, str(SCRIPTS), *scripts],
+        [sys.executable, "-c", _RUN_ALL, *scripts],
         capture_output=True,
         text=True,
         env=env,
@@ -59,7 +61,18 @@ OFF_HARNESS = {"ricci_reference.py"}
 
 
 def test_every_script_uses_the_harness():
-    names = {p.name for p in SCRIPTS.glob("*.py")}
-    assert OFF_HARNESS <= names
-    off = {n for n in names if "georag.eval.bench" not in (SCRIPTS / n).read_text()}
+    scripts = list(SCRIPTS.rglob("*.py"))
+    assert OFF_HARNESS <= {p.name for p in scripts}
+    off = {p.name for p in scripts if "georag.perf.bench" not in p.read_text()}
     assert off == OFF_HARNESS
+
+
+def test_every_script_has_its_line_in_the_scripts_readme():
+    """scripts/README.md names every script by its path (what it measures, output, duration)."""
+    listed = (SCRIPTS / "README.md").read_text(encoding="utf-8")
+    missing = [
+        p.relative_to(SCRIPTS.parent).as_posix()
+        for p in SCRIPTS.rglob("*.py")
+        if f"`{p.relative_to(SCRIPTS.parent).as_posix()}" not in listed
+    ]
+    assert not missing, missing

@@ -15,8 +15,8 @@ from georag.data.beir import BeirDataset
 from georag.data.datasets import load_dataset
 from georag.eval.metrics import per_query
 from georag.eval.stats import annotate
-from georag.eval.timing import median_single_ms, timed
 from georag.eval.trec import write_run
+from georag.perf.timing import median_single_ms, timed
 from georag.rerank.base import PoolExpander, PoolReranker
 from georag.rerank.registry import config_class, is_retriever, make_reranker
 from georag.resources import DEFAULT_MODEL, default_cache_dir

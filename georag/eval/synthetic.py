@@ -128,7 +128,8 @@ def random_graphs(
     lengths = np.zeros((b, n, n))
     adjacency = np.zeros((b, n, n), dtype=bool)
     for g in range(b):
-        draws = rng.random((n, n))  # before the density: the order of scripts/ricci_*accuracy
+        # before the density: the order of scripts/reference/ricci_*accuracy
+        draws = rng.random((n, n))
         p = rng.uniform(*density) if isinstance(density, tuple) else density
         upper = np.triu(draws < p, 1)
         adjacency[g] = upper | upper.T

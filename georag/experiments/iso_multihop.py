@@ -15,8 +15,8 @@ Methods, all from the same sources (top-s cosine) and the same passage graph:
   iso_rag-random   ablation: as many edges removed as ISO-RAG removes, chosen at random
   iso_rag-trained  ISO-RAG with the trained Cheeger-aware Poincare head
 
-Command lines: ``scripts/quality_iso.py`` (the table), ``scripts/bench_iso.py`` (latency),
-``scripts/make_results.py`` (the multi-hop table of docs/results.md).
+Command lines: ``scripts/quality/quality_iso.py`` (the table), ``scripts/bench/bench_iso.py``
+(latency), ``scripts/quality/make_results.py`` (the multi-hop table of docs/results.md).
 """
 
 from __future__ import annotations
@@ -29,8 +29,8 @@ import torch
 from georag.data.beir import BeirDataset
 from georag.data.multihop import load_multihop
 from georag.eval.metrics import evaluate
-from georag.eval.timing import timed
 from georag.models.poincare import PoincareHead
+from georag.perf.timing import timed
 from georag.rerank.corpus_retriever import output_to_run
 from georag.rerank.dense import DenseRetriever
 from georag.rerank.iso import IsoRag, IsoRagConfig, fixed_radius

@@ -71,10 +71,10 @@ def with_learned(text: str, learned: str) -> str:
     if not body:
         return kept
     return (
-        f"{kept}\n{LEARNED_HEADING} (scripts/quality_learned.py)\n\n"
+        f"{kept}\n{LEARNED_HEADING} (scripts/quality/quality_learned.py)\n\n"
         "Copied from [learned_results.md](learned_results.md), which "
-        "`scripts/quality_learned.py` writes (each section with its own command, splits and "
-        "date); `python scripts/make_results.py --learned-only` copies it again.\n\n"
+        "`scripts/quality/quality_learned.py` writes (each section with its own command, splits "
+        "and date); `python scripts/quality/make_results.py --learned-only` copies it again.\n\n"
         + "\n".join(body).strip()
         + "\n"
     )

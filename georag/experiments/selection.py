@@ -65,7 +65,7 @@ class LearnedRun:
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> LearnedRun:
-        """The run of the options of ``scripts/quality_learned.py`` (``method_options``
+        """The run of the options of ``scripts/quality/quality_learned.py`` (``method_options``
         already parsed into ``{method: {field: value}}``)."""
         return cls(
             methods=tuple(args.methods),

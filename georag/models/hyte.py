@@ -21,7 +21,6 @@ from __future__ import annotations
 import hashlib
 import math
 import os
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -33,47 +32,9 @@ from georag._io import load_torch, save_torch
 from georag.geometry.hyperbolic import add_time, oem_pool, rescale_to_hyperboloid
 from georag.resources import DEFAULT_MODEL, resolve_model_path
 
-__all__ = ["HyTEConfig", "HyTEEncoder", "HyTEProjection", "TokenIds", "load_word_embeddings"]
+__all__ = ["HyTEEncoder", "HyTEProjection", "TokenIds", "load_word_embeddings"]
 
 _FORMAT = "georag-hyte-h-v1"
-
-
-@dataclass(frozen=True)
-class HyTEConfig:
-    """HyTE-H defaults (paper: M = 50, K = 1, P = 1, sigmoid offset 2).
-
-    Attributes
-    ----------
-    alpha : float
-        Weight of the normalized BM25 score, in [0, 1]. The paper leaves the value used
-        open; 0.5 weighs both signals equally.
-    top_m : int
-        BM25 candidates re-scored per query.
-    offset : float
-        The shift inside the sigmoid of eq. 12.
-    model : str
-        The checkpoint whose word embeddings and tokenizer the projection uses.
-    weights : str, optional
-        A trained projection (``HyTEEncoder.save``); ``None`` is the seeded, untrained one.
-    k, power : float
-        Curvature parameter K and OEM exponent P.
-    """
-
-    alpha: float = 0.5
-    top_m: int = 50
-    offset: float = 2.0
-    model: str = DEFAULT_MODEL
-    weights: str | None = None
-    k: float = 1.0
-    power: float = 1.0
-
-    def __post_init__(self) -> None:
-        if not 0.0 <= self.alpha <= 1.0:
-            raise ValueError(f"alpha must be in [0, 1], got {self.alpha}")
-        if self.top_m < 1:
-            raise ValueError(f"top_m must be >= 1, got {self.top_m}")
-        if not self.k > 0 or not self.power >= 0:
-            raise ValueError(f"need k > 0 and power >= 0, got k={self.k}, power={self.power}")
 
 
 def load_word_embeddings(model_path: str | os.PathLike = DEFAULT_MODEL) -> torch.Tensor:

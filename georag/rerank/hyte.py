@@ -18,20 +18,109 @@ on Edge Devices* (the HyTE-H paper; no arXiv id in the source text).
 
 from __future__ import annotations
 
+import os
 import tempfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
 from georag.batch import CandidateBatch, Corpus, QueryBatch, RerankResult
 from georag.geometry.hyperbolic import hybrid_scores
-from georag.models.hyte import HyTEConfig
+from georag.models.hyte import HyTEEncoder
 from georag.rerank.base import CorpusRetriever
 from georag.rerank.pool import top_m_mask
 from georag.rerank.registry import register
+from georag.resources import DEFAULT_MODEL
 from georag.retrieval.cache import content_hash
+from georag.retrieval.lorentz_index import LorentzIndex, build_lorentz_index, check_search
 
-__all__ = ["HyTEConfig", "HyTEReranker", "HyTERetriever", "hybrid_scores"]
+__all__ = [
+    "HyTEConfig",
+    "HyTEReranker",
+    "HyTERetriever",
+    "build_index",
+    "hybrid_scores",
+    "hyte_encoder",
+]
+
+
+@dataclass(frozen=True)
+class HyTEConfig:
+    """HyTE-H defaults (paper: M = 50, K = 1, P = 1, sigmoid offset 2).
+
+    Attributes
+    ----------
+    alpha : float
+        Weight of the normalized BM25 score, in [0, 1]. The paper leaves the value used
+        open; 0.5 weighs both signals equally.
+    top_m : int
+        BM25 candidates re-scored per query.
+    offset : float
+        The shift inside the sigmoid of eq. 12.
+    model : str
+        The checkpoint whose word embeddings and tokenizer the projection uses.
+    weights : str, optional
+        A trained projection (``HyTEEncoder.save``); ``None`` is the seeded, untrained one.
+    k, power : float
+        Curvature parameter K and OEM exponent P.
+    """
+
+    alpha: float = 0.5
+    top_m: int = 50
+    offset: float = 2.0
+    model: str = DEFAULT_MODEL
+    weights: str | None = None
+    k: float = 1.0
+    power: float = 1.0
+
+    def __post_init__(self) -> None:
+        check_search(self.alpha, self.top_m)
+        if not self.k > 0 or not self.power >= 0:
+            raise ValueError(f"need k > 0 and power >= 0, got k={self.k}, power={self.power}")
+
+
+def hyte_encoder(config: HyTEConfig) -> HyTEEncoder:
+    """The HyTE-H encoder of ``config``: its model's word embeddings and tokenizer, its
+    projection (``weights``; none = the seeded untrained one), curvature K and exponent P."""
+    return HyTEEncoder.from_pretrained(
+        config.model, weights=config.weights, k=config.k, power=config.power
+    )
+
+
+def build_index(
+    texts_or_docs: Mapping[str, str] | Sequence[str],
+    out_path: str | os.PathLike,
+    config: HyTEConfig | None = None,
+    *,
+    encoder: HyTEEncoder | None = None,
+    **chunking,
+) -> LorentzIndex:
+    """A Lorentz index of ``texts_or_docs`` with the encoder and search defaults of ``config``.
+
+    Parameters
+    ----------
+    texts_or_docs, out_path
+        As :func:`~georag.retrieval.lorentz_index.build_lorentz_index`.
+    config : HyTEConfig, optional
+        Its ``alpha``, ``top_m`` and ``offset`` are stored as the index's search defaults;
+        the encoder is built from it unless ``encoder`` is given (defaults: ``HyTEConfig()``).
+    encoder : HyTEEncoder, optional
+        An already loaded encoder.
+    **chunking
+        ``window``, ``overlap``, ``bm25_tokenizer``, ``k1``, ``b`` of ``build_lorentz_index``.
+    """
+    config = config or HyTEConfig()
+    return build_lorentz_index(
+        texts_or_docs,
+        out_path,
+        encoder=encoder or hyte_encoder(config),
+        alpha=config.alpha,
+        top_m=config.top_m,
+        offset=config.offset,
+        **chunking,
+    )
 
 
 @register
@@ -61,12 +150,8 @@ class HyTEReranker:
     config_class = HyTEConfig
 
     def __init__(self, config: HyTEConfig | None = None, *, encoder=None) -> None:
-        from georag.models.hyte import HyTEEncoder
-
         self.config = config or HyTEConfig()
-        self.encoder = encoder or HyTEEncoder.from_pretrained(
-            self.config.model, weights=self.config.weights, k=self.config.k, power=self.config.power
-        )
+        self.encoder = encoder or hyte_encoder(self.config)
         self._points: dict[str, torch.Tensor] = {}
         self._points_key: tuple | None = None
 
@@ -140,8 +225,6 @@ class HyTERetriever(CorpusRetriever):
 
     def fit(self, corpus: Corpus) -> HyTERetriever:
         """Build (or load from the cache) the Lorentz index of ``corpus``."""
-        from georag.retrieval.lorentz_index import LorentzIndex, build_lorentz_index
-
         cfg = self.config
         joined = (f"{title} {text}".strip() for title, text in zip(corpus.titles, corpus.texts))
         # a document with no text has no BM25 term, so it can never be retrieved: not indexed
@@ -168,7 +251,7 @@ class HyTERetriever(CorpusRetriever):
             self.index = LorentzIndex.load(folder)
         except (OSError, ValueError):
             folder.mkdir(parents=True, exist_ok=True)
-            self.index = build_lorentz_index(docs, folder, config=cfg)
+            self.index = build_index(docs, folder, cfg)
         self._row_ids = self.index.doc_ids
         return self
 

@@ -23,7 +23,7 @@ import numpy as np
 from georag._io import ArtifactError, load_manifest, sha256_file, write_file_set
 
 __all__ = [
-    "CorpusGraph",
+    "EdgeGraph",
     "available_memory",
     "check_memory",
     "load_embeddings",
@@ -36,7 +36,7 @@ MANIFEST = "graph.manifest.json"
 
 
 @dataclass(frozen=True)
-class CorpusGraph:
+class EdgeGraph:
     """``edges`` (2, E) int64 and ``lengths`` (E,) float64, memory-mapped read-only."""
 
     edges: np.ndarray
@@ -119,7 +119,7 @@ def _map(file: Path) -> np.ndarray:
         raise ArtifactError(f"{file}: not a readable .npy array (truncated?): {err}") from None
 
 
-def load_graph(folder: str | os.PathLike) -> CorpusGraph:
+def load_graph(folder: str | os.PathLike) -> EdgeGraph:
     """Check and memory-map a graph folder written by :func:`save_graph`.
 
     Raises
@@ -147,7 +147,7 @@ def load_graph(folder: str | os.PathLike) -> CorpusGraph:
     num_nodes = int(json.loads((folder / "graph.json").read_text())["num_nodes"])
     edges, lengths = _map(folder / "edges.npy"), _map(folder / "lengths.npy")
     _check_arrays(edges, lengths, num_nodes, where=folder)
-    return CorpusGraph(edges, lengths, num_nodes, folder)
+    return EdgeGraph(edges, lengths, num_nodes, folder)
 
 
 def load_embeddings(path: str | os.PathLike, ids: list[str]) -> np.ndarray:

@@ -41,10 +41,10 @@ import torch
 from georag._io import ArtifactError, atomic_folder, check_folder
 from georag.data.chunking import chunk_documents
 from georag.geometry.hyperbolic import hybrid_scores
-from georag.models.hyte import HyTEConfig, HyTEEncoder
+from georag.models.hyte import HyTEEncoder
 from georag.retrieval.bm25 import BM25Index
 
-__all__ = ["IndexFormatError", "LorentzIndex", "build_lorentz_index"]
+__all__ = ["IndexFormatError", "LorentzIndex", "build_lorentz_index", "check_search"]
 
 FORMAT = "georag-lorentz-index"
 VERSION = 2
@@ -92,8 +92,9 @@ class LorentzIndex:
     chunk_part : numpy.ndarray, shape (N,), int64
         Number of each chunk within its source.
     bm25 : BM25Index
-    config : HyTEConfig
-        Search defaults (alpha, top_m, offset) and the model the points were made with.
+    alpha, top_m, offset
+        The search defaults stored with the index (BM25 weight, BM25 candidates per query,
+        sigmoid shift; see :class:`~georag.rerank.hyte.HyTEConfig`).
     """
 
     def __init__(
@@ -118,7 +119,8 @@ class LorentzIndex:
         self._texts_z = texts_z
         self._texts: list[str] | None = None
         self.bm25 = bm25
-        self.config = HyTEConfig(**manifest["search"])
+        search = manifest["search"]
+        self.alpha, self.top_m, self.offset = search["alpha"], search["top_m"], search["offset"]
         self._encoder = encoder
 
     def __len__(self) -> int:
@@ -257,9 +259,9 @@ class LorentzIndex:
         k : int
             Results per query (at most ``top_m`` and the number of chunks).
         alpha : float, optional
-            BM25 weight (default: the index's config, 0.5). 1 is pure BM25, 0 pure Lorentz.
+            BM25 weight (default: the index's, :attr:`alpha`). 1 is pure BM25, 0 pure Lorentz.
         top_m : int, optional
-            BM25 candidates per query (default 50).
+            BM25 candidates per query (default: the index's, :attr:`top_m`).
 
         Returns
         -------
@@ -268,19 +270,18 @@ class LorentzIndex:
         indices : torch.Tensor, shape (B, k'), int64
             Chunk indices (see :attr:`chunk_ids`, :attr:`doc_ids`, :attr:`texts`).
         """
-        alpha = self.config.alpha if alpha is None else alpha
-        top_m = self.config.top_m if top_m is None else top_m
-        if not 0.0 <= alpha <= 1.0:
-            raise ValueError(f"alpha must be in [0, 1], got {alpha}")
-        if k < 1 or top_m < 1:
-            raise ValueError(f"k and top_m must be >= 1, got k={k}, top_m={top_m}")
+        alpha = self.alpha if alpha is None else alpha
+        top_m = self.top_m if top_m is None else top_m
+        check_search(alpha, top_m)
+        if k < 1:
+            raise ValueError(f"k must be >= 1, got {k}")
         if isinstance(queries, str):
             raise ValueError("queries must be a list of str, got a single str")
         query = self.encoder.encode(queries).to(self.points)  # the encoder may sit on a GPU
         bm25, cand = self.bm25.search(queries, top_m)
         points = self.points.index_select(0, cand.flatten()).view(*cand.shape, self.dim)
         mask = torch.ones_like(bm25, dtype=torch.bool)
-        scores = hybrid_scores(bm25, query, points, mask, alpha=alpha, offset=self.config.offset)
+        scores = hybrid_scores(bm25, query, points, mask, alpha=alpha, offset=self.offset)
         top, order = scores.topk(min(k, scores.shape[1]), dim=1)
         return top, cand.gather(1, order)
 
@@ -321,6 +322,14 @@ class LorentzIndex:
             search=self.manifest["search"],
         )
         return LorentzIndex.load(self.path, encoder=self.encoder)
+
+
+def check_search(alpha: float, top_m: int) -> None:
+    """Refuse a BM25 weight ``alpha`` outside [0, 1] or fewer than one BM25 candidate."""
+    if not 0.0 <= alpha <= 1.0:
+        raise ValueError(f"alpha must be in [0, 1], got {alpha}")
+    if top_m < 1:
+        raise ValueError(f"top_m must be >= 1, got {top_m}")
 
 
 def _check_encoder(encoder: HyTEEncoder, manifest: dict, path: Path) -> None:
@@ -387,15 +396,15 @@ def build_lorentz_index(
     texts_or_docs: Mapping[str, str] | Sequence[str],
     out_path: str | os.PathLike,
     *,
-    model_path: str | None = None,
-    weights: str | os.PathLike | None = None,
-    encoder: HyTEEncoder | None = None,
+    encoder: HyTEEncoder,
+    alpha: float,
+    top_m: int,
+    offset: float,
     window: int = 300,
     overlap: int = 60,
     bm25_tokenizer: str = "whitespace",
     k1: float = 1.2,
     b: float = 0.75,
-    config: HyTEConfig | None = None,
 ) -> LorentzIndex:
     """Chunk, encode and index documents into a new index folder (replacing any there).
 
@@ -406,40 +415,31 @@ def build_lorentz_index(
         Empty documents are rejected (nothing is written).
     out_path : str or path
         The index folder.
-    model_path : str, optional
-        Checkpoint of the word embeddings and tokenizer (default ``config.model``).
-    weights : str or path, optional
-        A trained projection (default ``config.weights``; none = untrained, seeded).
-    encoder : HyTEEncoder, optional
-        An already loaded encoder (overrides ``model_path`` and ``weights``).
+    encoder : HyTEEncoder
+        The encoder of the points (its projection is stored with them).
+    alpha, top_m, offset
+        Search defaults stored with the index (BM25 weight, BM25 candidates per query,
+        sigmoid shift); :func:`georag.rerank.hyte.build_index` takes them, and the encoder,
+        from a :class:`~georag.rerank.hyte.HyTEConfig`.
     window, overlap : int
         Sliding-window chunking in words (paper: 300 and 60).
     bm25_tokenizer : str
         ``whitespace`` (the paper's lowercase split), ``default`` or ``stem``.
     k1, b : float
         BM25 parameters (paper: 1.2, 0.75).
-    config : HyTEConfig, optional
-        Search defaults stored with the index (alpha, top_m, offset).
     """
-    config = config or HyTEConfig()
+    check_search(alpha, top_m)
     docs = _as_docs(texts_or_docs)
     chunks = chunk_documents(docs, window=window, overlap=overlap)
-    if encoder is None:
-        encoder = HyTEEncoder.from_pretrained(
-            model_path or config.model,
-            weights=weights or config.weights,
-            k=config.k,
-            power=config.power,
-        )
     points = encoder.encode(chunks.texts).cpu().numpy()
     position = {key: i for i, key in enumerate(docs)}
     source = np.asarray([position[d] for d in chunks.doc_ids], dtype=np.int64)
     part = np.asarray([int(c.rsplit("#", 1)[1]) for c in chunks.chunk_ids], dtype=np.int64)
     out = Path(out_path)
     search = {
-        "alpha": config.alpha,
-        "top_m": config.top_m,
-        "offset": config.offset,
+        "alpha": alpha,
+        "top_m": top_m,
+        "offset": offset,
         "model": encoder.model_path,
         "k": float(encoder.projection.k),
         "power": encoder.projection.power,

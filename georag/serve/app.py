@@ -128,7 +128,7 @@ def create_app(config: ServeConfig, reranker=None) -> FastAPI:
 
 def app_from_env() -> FastAPI:
     """The app of a worker process started by uvicorn's supervisor."""
-    from georag.eval.threads import apply_thread_policy
+    from georag.perf.threads import apply_thread_policy
 
     config = ServeConfig.from_json(os.environ[CONFIG_ENV])
     apply_thread_policy(config.threads)

@@ -115,7 +115,7 @@ def test_two_process_ddp_equals_single_process(demo_run, tmp_path, embedding_cac
         subprocess.run(
             [
                 sys.executable,
-                os.path.join(REPO, "scripts", "rerank.py"),
+                os.path.join(REPO, "scripts", "tools", "rerank.py"),
                 "--run",
                 str(run_path),
                 "--dataset",

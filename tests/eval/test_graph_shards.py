@@ -88,7 +88,7 @@ def test_oversized_work_is_refused_before_it_starts(graph, tmp_path):
 def _script(folder, out, kernel, *extra):
     return [
         sys.executable,
-        os.path.join(REPO, "scripts", "graph_shards.py"),
+        os.path.join(REPO, "scripts", "tools", "graph_shards.py"),
         "--graph",
         str(folder),
         "--kernel",

@@ -81,7 +81,7 @@ def test_roles_choose_the_rows_and_the_section_times_them(two_folds, tmp_path):
         "rows": learned_rows(result, metrics_of("tiny"), resamples=200, seed=0),
         "notes": result["notes"],
         "note": "Sized for a loaded machine.",
-        "command": "python scripts/quality_learned.py",
+        "command": "python scripts/quality/quality_learned.py",
         "date": "today",
         "load": "1.0",
         "protocol": "2 folds",

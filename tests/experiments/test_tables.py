@@ -43,7 +43,7 @@ def _saved(timed: bool = True) -> dict:
                 {"val_init": 0.6, "val_best": 0.7},
             ]
         },
-        "command": "python scripts/quality_learned.py --datasets cisi",
+        "command": "python scripts/quality/quality_learned.py --datasets cisi",
         "date": "today",
         "load": "1.0 -> 2.0",
         "protocol": "2 folds",
@@ -59,7 +59,7 @@ def test_markdown_and_latex_show_the_same_cells(timed):
     text = learned_markdown(saved)
     lines = text.splitlines()
     assert lines[0] == "### cisi: learned_ricci (4 report queries)"
-    command = "`python scripts/quality_learned.py --datasets cisi`; today, "
+    command = "`python scripts/quality/quality_learned.py --datasets cisi`; today, "
     assert command + "load average 1.0 -> 2.0; 2 folds" in text
     head = "| method | NDCG@10 [95% CI] | Recall@10 [95% CI] | MRR@10 [95% CI] | ΔNDCG@10 vs dense "
     assert head + "| p (Holm) | Δ vs map alone | p (Holm) | training s |" in text

@@ -105,7 +105,8 @@ def weight_cases() -> None:
     from georag._io import dump_manifest, load_manifest, seal, sha256_file
     from georag.data.bundled import DEMO_DIR
     from georag.models.hyte import _FORMAT, HyTEEncoder
-    from georag.retrieval.lorentz_index import FORMAT, VERSION, build_lorentz_index
+    from georag.rerank.hyte import build_index
+    from georag.retrieval.lorentz_index import FORMAT, VERSION
 
     index = ["index", "--hyperbolic", "--dataset", str(DEMO_DIR)]
     foreign = ROOT / "foreign.pt"
@@ -120,7 +121,7 @@ def weight_cases() -> None:
         index + ["--out", str(ROOT / "i2"), "--weights", str(crafted)],
     )
     encoder = HyTEEncoder.from_pretrained(max_tokens=32)
-    build_lorentz_index(["cats purr", "dogs bark"], ROOT / "idx", encoder=encoder)
+    build_index(["cats purr", "dogs bark"], ROOT / "idx", encoder=encoder)
     path = ROOT / "idx" / "manifest.json"
     manifest = load_manifest(path.read_bytes(), where=path, format=FORMAT, version=VERSION)
     proj = ROOT / "idx" / "projection.pt"

@@ -190,11 +190,12 @@ def _encoder():
 
 
 def _lorentz() -> Artifact:
-    from georag.retrieval.lorentz_index import LorentzIndex, build_lorentz_index
+    from georag.rerank.hyte import build_index
+    from georag.retrieval.lorentz_index import LorentzIndex
 
     def write(root: Path, v: int) -> None:
         docs = {f"doc{v}-{i}": t for i, t in enumerate(_texts(v, 60))}
-        build_lorentz_index(docs, root / "lorentz", encoder=_encoder(), window=20, overlap=5)
+        build_index(docs, root / "lorentz", encoder=_encoder(), window=20, overlap=5)
 
     def content(index) -> object:
         return {

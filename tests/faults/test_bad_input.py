@@ -143,10 +143,11 @@ def test_crafted_lorentz_index(tmp_path, capsys):
     """A consistent index (sizes, SHA-256s, manifest checksum recomputed) with a pickle bomb."""
     from georag._io import dump_manifest, load_manifest, sha256_file
     from georag.models.hyte import _FORMAT, HyTEEncoder
-    from georag.retrieval.lorentz_index import FORMAT, VERSION, build_lorentz_index
+    from georag.rerank.hyte import build_index
+    from georag.retrieval.lorentz_index import FORMAT, VERSION
 
     encoder = HyTEEncoder.from_pretrained(max_tokens=32)
-    build_lorentz_index(["cats purr", "dogs bark"], tmp_path / "idx", encoder=encoder)
+    build_index(["cats purr", "dogs bark"], tmp_path / "idx", encoder=encoder)
     manifest_path = tmp_path / "idx" / "manifest.json"
     manifest = load_manifest(manifest_path.read_bytes(), where="m", format=FORMAT, version=VERSION)
     proj = tmp_path / "idx" / "projection.pt"

@@ -1,7 +1,7 @@
 """Ollivier-Ricci curvature and Ricci flow against GraphRicciCurvature 0.6.1 and POT.
 
 The peer runs in its own environment (``make peers`` builds ``.venv-peers``) through
-``scripts/ricci_reference.py``; those tests carry ``@pytest.mark.peers`` and skip when
+``scripts/reference/ricci_reference.py``; those tests carry ``@pytest.mark.peers`` and skip when
 the environment is absent. POT's ``emd2`` over networkx shortest paths is the exact
 reference in the main environment.
 """
@@ -34,7 +34,7 @@ from georag.geometry.ricci import (
 
 ROOT = Path(__file__).resolve().parents[2]
 PEER_PYTHON = ROOT / ".venv-peers" / "bin" / "python"
-PEER_RUNNER = ROOT / "scripts" / "ricci_reference.py"
+PEER_RUNNER = ROOT / "scripts" / "reference" / "ricci_reference.py"
 DTYPES = (torch.float32, torch.float64)
 
 

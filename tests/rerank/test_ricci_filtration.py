@@ -96,7 +96,7 @@ def test_filter_follows_the_geometry_step_by_step(dtype):
 
 def scifact_fixture() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """The stored SciFact graphs (B, 21, 21), keep decisions (B, 20) and query-edge
-    lengths (B, 20) of scripts/ricci_kept_fixture.py."""
+    lengths (B, 20) of scripts/reference/ricci_kept_fixture.py."""
     spec = json.loads(FIXTURE.read_text())
     n = spec["nodes"]
     upper = torch.triu(torch.ones(n, n, dtype=torch.bool), 1)
@@ -336,7 +336,7 @@ def test_kept_set_matches_graphriccicurvature(tmp_path):
     subprocess.run(
         [
             str(peer),
-            str(ROOT / "scripts" / "ricci_reference.py"),
+            str(ROOT / "scripts" / "reference" / "ricci_reference.py"),
             str(tmp_path / "g.npz"),
             str(tmp_path / "r.npz"),
             "--mode",

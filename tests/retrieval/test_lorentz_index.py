@@ -11,6 +11,7 @@ import torch
 
 from georag.geometry.hyperbolic import lorentz_inner
 from georag.models.hyte import HyTEEncoder, HyTEProjection
+from georag.rerank.hyte import HyTEConfig
 from georag.retrieval import lorentz_index as li
 from georag.retrieval.bm25 import BM25Index
 from georag.retrieval.lorentz_index import IndexFormatError, LorentzIndex, build_lorentz_index
@@ -24,6 +25,8 @@ DOCS = {
     "notes/physics.txt": "The Lorentz group preserves the Minkowski inner product of spacetime.",
 }
 QUERIES = ["dogs and cats", "tree embeddings in hyperbolic space", "Minkowski spacetime"]
+# the search defaults stored with these indexes: the method's
+SEARCH = {key: getattr(HyTEConfig(), key) for key in ("alpha", "top_m", "offset")}
 
 
 @pytest.fixture(scope="module")
@@ -33,7 +36,9 @@ def encoder() -> HyTEEncoder:
 
 @pytest.fixture()
 def index(encoder, tmp_path) -> LorentzIndex:
-    return build_lorentz_index(DOCS, tmp_path / "idx", encoder=encoder, window=120, overlap=20)
+    return build_lorentz_index(
+        DOCS, tmp_path / "idx", encoder=encoder, **SEARCH, window=120, overlap=20
+    )
 
 
 def test_round_trip(index, encoder):
@@ -73,6 +78,26 @@ def test_search_is_the_hybrid_formula(index):
     # top_m restricts the candidate set: k is capped at top_m
     scores, idx = index.search(QUERIES, 5, top_m=2)
     assert idx.shape == (3, 2) and set(idx[0].tolist()) <= set(cand[0, :2].tolist())
+
+
+def test_search_defaults_are_stored_with_the_index(encoder, tmp_path):
+    """alpha, top_m and offset given at build time are what a loaded index searches with;
+    out-of-range ones are refused before anything is written."""
+    built = build_lorentz_index(
+        DOCS, tmp_path / "idx", encoder=encoder, alpha=0.3, top_m=2, offset=1.0, window=120
+    )
+    loaded = LorentzIndex.load(built.path)
+    assert (loaded.alpha, loaded.top_m, loaded.offset) == (0.3, 2, 1.0)
+    bm25, cand = loaded.bm25.search(QUERIES, 2)
+    inner = lorentz_inner(loaded.points[cand], loaded.encoder.encode(QUERIES).unsqueeze(1))
+    expected = 0.3 * bm25 / bm25.max(1, keepdim=True).values + 0.7 * torch.sigmoid(inner + 1.0)
+    scores, _ = loaded.search(QUERIES, 5)
+    torch.testing.assert_close(scores, expected.sort(dim=1, descending=True).values)
+    target = tmp_path / "never"
+    for bad, match in (({"alpha": 1.5}, "alpha must be in"), ({"top_m": 0}, "top_m must be")):
+        with pytest.raises(ValueError, match=match):
+            build_lorentz_index(DOCS, target, encoder=encoder, **{**SEARCH, **bad})
+    assert not target.exists()
 
 
 def test_append(index, encoder):
@@ -179,11 +204,11 @@ def test_mismatched_encoder(index, encoder):
 def test_bad_documents_and_queries(index, encoder, tmp_path):
     target = tmp_path / "never"
     with pytest.raises(ValueError, match="1 empty document"):
-        build_lorentz_index({"a": "fine text", "b": "  \n "}, target, encoder=encoder)
+        build_lorentz_index({"a": "fine text", "b": "  \n "}, target, encoder=encoder, **SEARCH)
     with pytest.raises(ValueError, match="nothing to index"):
-        build_lorentz_index({}, target, encoder=encoder)
+        build_lorentz_index({}, target, encoder=encoder, **SEARCH)
     with pytest.raises(ValueError, match="no token in the vocabulary"):
-        build_lorentz_index({"a": "fine", "b": "\u2603\u2603"}, target, encoder=encoder)
+        build_lorentz_index({"a": "fine", "b": "\u2603\u2603"}, target, encoder=encoder, **SEARCH)
     assert not target.exists()
     with pytest.raises(ValueError, match=r"texts\[1\] have no token"):
         index.search(["dogs", "\U0001f642 \u2603"], 3)
@@ -192,7 +217,7 @@ def test_bad_documents_and_queries(index, encoder, tmp_path):
     with pytest.raises(ValueError, match="list of str"):
         index.search("dogs", 3)
     # plain text lists get numbered sources; a rebuild in place replaces the old index
-    rebuilt = build_lorentz_index(["one text", "two texts"], index.path, encoder=encoder)
+    rebuilt = build_lorentz_index(["one text", "two texts"], index.path, encoder=encoder, **SEARCH)
     assert rebuilt.sources == ["0", "1"] and len(LorentzIndex.load(index.path)) == 2
 
 

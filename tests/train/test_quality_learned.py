@@ -1,4 +1,4 @@
-"""scripts/quality_learned.py: the command line makes the run it names (roles, training
+"""scripts/quality/quality_learned.py: the command line makes the run it names (roles, training
 subset, fixed options), refuses what it cannot run, and ``--render`` rewrites the results
 file from the saved sections, keeping the others, in Markdown and LaTeX.
 
@@ -16,7 +16,7 @@ import pytest
 from georag.experiments.selection import ROLES, LearnedRun, selection_of
 from georag.experiments.tables import learned_markdown
 
-SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "quality_learned.py"
+SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "quality" / "quality_learned.py"
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,193 @@
+"""Corpus-scale Ollivier-Ricci curvature: georag's sparse solvers against GraphRicciCurvature.
+
+Builds the k-NN graph of the SciFact corpus (5,183 abstracts, all-MiniLM-L6-v2
+embeddings from the shared cache, k = 10 neighbours by cosine, symmetrised by union;
+edge length ``1 - cos``), computes the curvature of every edge with
+``georag.geometry.ricci.sparse.sparse_ollivier_ricci`` (no all-pairs matrix) by its
+exact path (compiled distances and simplex) and its batched path (certified batched interior
+point, on ``--device``), and with GraphRicciCurvature 0.6.1 (``method="OTD"``, proc=1
+and its default proc=cpu_count, in ``.venv-peers``), all in one run, and prints seconds
+(medians over ``--repeats``), time ratios, the max abs difference to georag's exact
+path and, for georag, the split between the distance part and the transport part::
+
+    python scripts/bench/bench_sparse_ricci.py --threads 1 --data-dir /work/shared/data
+    python scripts/bench/bench_sparse_ricci.py --device cuda --distances torch  # on a GPU
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import subprocess
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from georag.perf.bench import bench_parser, peer_python, start
+from georag.resources import DEFAULT_MODEL
+
+PEER_SCRIPT = """
+import json, sys, time, networkx as nx, numpy as np
+from GraphRicciCurvature.OllivierRicci import OllivierRicci
+data = np.load(sys.argv[1]); proc = int(sys.argv[3])
+graph = nx.Graph()
+graph.add_nodes_from(range(int(data["num_nodes"])))
+graph.add_weighted_edges_from(zip(data["x"].tolist(), data["y"].tolist(), data["w"].tolist()))
+start = time.perf_counter()
+options = {"proc": proc} if proc > 0 else {}
+orc = OllivierRicci(graph, method="OTD", alpha=0.5, exp_power=2, verbose="ERROR", **options)
+out = orc.compute_ricci_curvature_edges()
+seconds = time.perf_counter() - start
+kappa = np.array([out[(int(x), int(y))] if (int(x), int(y)) in out else out[(int(y), int(x))]
+                  for x, y in zip(data["x"], data["y"])])
+np.save(sys.argv[2], kappa)
+print(json.dumps({"seconds": seconds}))
+"""
+
+
+def knn_edges(embeddings: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Undirected k-NN edges (each once, i < j) and their lengths ``1 - cos``."""
+    x = torch.nn.functional.normalize(embeddings.double(), dim=1)
+    n = x.shape[0]
+    pairs = []
+    for first in range(0, n, 1024):
+        sims = x[first : first + 1024] @ x.T
+        sims[torch.arange(sims.shape[0]), torch.arange(first, first + sims.shape[0])] = -2.0
+        nbrs = sims.topk(k, dim=1).indices
+        rows = torch.arange(first, first + sims.shape[0]).unsqueeze(1).expand_as(nbrs)
+        pairs.append(torch.stack([rows.reshape(-1), nbrs.reshape(-1)]))
+    edge = torch.cat(pairs, 1)
+    edge = torch.stack([edge.min(0).values, edge.max(0).values])
+    edge = torch.unique(edge, dim=1)
+    lengths = (1.0 - (x[edge[0]] * x[edge[1]]).sum(1)).clamp_min(0.0)
+    return edge, lengths
+
+
+class _Records(logging.Handler):
+    """Keeps the messages of georag.geometry.ricci.sparse (its timing split)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(record.getMessage())
+
+
+def main() -> None:
+    parser = bench_parser(__doc__, repeats=1)
+    parser.add_argument("--k", type=int, default=10)
+    parser.add_argument(
+        "--distances",
+        default="scipy",
+        choices=("compiled", "scipy", "torch"),
+        help="shortest paths of the batched path (torch: sweeps on --device)",
+    )
+    parser.add_argument(
+        "--accuracies",
+        type=float,
+        nargs="+",
+        default=[1e-6],
+        help="one batched row per curvature accuracy",
+    )
+    parser.add_argument("--no-peer", action="store_true")
+    args = parser.parse_args()
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    bench = start(
+        args,
+        config={
+            "graph": f"SciFact corpus k-NN, k={args.k}",
+            "distances": args.distances,
+            "accuracies": args.accuracies,
+        },
+    )
+
+    from georag.data.beir import load_beir
+    from georag.geometry.ricci.sparse import sparse_ollivier_ricci
+    from georag.retrieval.candidates import corpus_embeddings
+    from georag.retrieval.encoder import TextEncoder
+
+    dataset = load_beir("scifact", split="test", data_dir=args.data_dir)
+    texts = [doc.full_text for doc in dataset.corpus.values()]
+    embeddings, hit = corpus_embeddings(texts, TextEncoder())
+    edge_index, lengths = knn_edges(embeddings, args.k)
+    n = embeddings.shape[0]
+    print(
+        f"# SciFact corpus k-NN graph: {n} nodes, k={args.k}, {edge_index.shape[1]} "
+        f"undirected edges, lengths 1 - cos ({DEFAULT_MODEL}, cache hit {hit}); batched path "
+        f"on {bench.device} with distances={args.distances!r}"
+    )
+    records = _Records()
+    logger = logging.getLogger("georag.geometry.ricci.sparse")
+    logger.addHandler(records)
+    logger.setLevel(logging.INFO)
+    ours = {}
+    rows = []
+    runs = [("exact", "cpu", "compiled", 1e-6)]
+    runs += [("batched", bench.device, args.distances, acc) for acc in args.accuracies]
+    for method, device, distances, accuracy in runs:
+        options = {"method": method, "distances": distances, "accuracy": accuracy}
+        result = []
+
+        def solve(_, device=device, options=options, result=result):
+            kappa = sparse_ollivier_ricci(edge_index.to(device), lengths.to(device), n, **options)
+            result.append(kappa.cpu())
+
+        timing = bench.time(solve, repeats=args.repeats, warmup=0)
+        name = f"georag sparse_ollivier_ricci method={method!r} ({device}, {distances})"
+        if method == "batched":
+            name += f" accuracy={accuracy:g}"
+        ours[name] = result[-1]
+        rows.append((name, [t / 1e3 for t in timing.samples_ms]))
+    print(f"# load after georag: {os.getloadavg()}")
+    for message in records.messages:
+        print(f"# {message}")
+    peers = []
+    peer = peer_python()
+    if peer is not None and not args.no_peer:
+        with tempfile.TemporaryDirectory() as tmp:
+            inp = Path(tmp) / "g.npz"
+            np.savez(
+                inp,
+                x=edge_index[0].numpy(),
+                y=edge_index[1].numpy(),
+                w=lengths.numpy(),
+                num_nodes=n,
+            )
+            for proc, label in ((1, "proc=1"), (0, f"default proc={os.cpu_count()}")):
+                out = Path(tmp) / f"k{proc}.npy"
+                times = []
+                for _ in range(args.repeats):
+                    res = subprocess.run(
+                        [str(peer), "-c", PEER_SCRIPT, str(inp), str(out), str(proc)],
+                        check=True,
+                        capture_output=True,
+                        text=True,
+                    )
+                    times.append(json.loads(res.stdout.strip().splitlines()[-1])["seconds"])
+                peers.append((f"GraphRicciCurvature 0.6.1 OTD {label}", times, np.load(out)))
+        print(f"# load after peers: {os.getloadavg()}")
+    exact_s = float(np.median(rows[0][1]))
+    exact = ours[rows[0][0]].numpy()
+    print(
+        "\n| implementation | seconds (median) | runs | time / georag exact | "
+        "max abs curvature difference to georag exact |"
+    )
+    print("|---|---:|---|---:|---:|")
+    table = [(name, times, ours[name].numpy()) for name, times in rows]
+    for name, times, kappa in table + peers:
+        seconds = float(np.median(times))
+        diff = float(np.abs(kappa - exact).max())
+        each = ", ".join(f"{t:.1f}" for t in times)
+        print(f"| {name} | {seconds:.2f} | {each} | {seconds / exact_s:.2f} | {diff:.2e} |")
+    print(
+        f"\ncurvature: min {exact.min():.3f}, median {np.median(exact):.3f}, max {exact.max():.3f}"
+    )
+    bench.finish({"rows": [(name, times) for name, times, _ in table + peers]})
+
+
+if __name__ == "__main__":
+    main()
