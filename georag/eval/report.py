@@ -3,6 +3,8 @@
 A metric cell shows the mean, its 95% bootstrap interval ``[low, high]`` when the row has
 ``<metric>_ci_low`` / ``_ci_high``, and a mark (see :func:`georag.eval.stats.mark`) when the
 row has a Holm-corrected ``<metric>_p_value`` against a baseline row of the same data set.
+:func:`render_markdown` and :func:`render_latex` draw any table of formatted cells the same
+way (the tables of :mod:`georag.experiments` use them).
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ __all__ = [
     "read_results",
     "markdown_table",
     "latex_table",
+    "render_markdown",
+    "render_latex",
     "environment",
     "LEGEND",
     "SIGNIFICANCE",
@@ -100,43 +104,81 @@ def _present(rows: list[dict], columns: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(c for c in columns if not c.endswith("_p_value") or any(c in row for row in rows))
 
 
+Cells = list[list[tuple[str, str, str]]]  # per row and column: (value, interval, mark)
+
+
+def render_markdown(columns: list[str] | tuple[str, ...], cells: Cells) -> str:
+    """A Markdown table of formatted cells, without a final newline.
+
+    Parameters
+    ----------
+    columns : sequence of str, length C
+        The header.
+    cells : list of list of (str, str, str)
+        Per row, C cells ``(value, interval, mark)``: shown as ``value [interval] mark``
+        (the interval and the mark only when not empty).
+    """
+    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    for row in cells:
+        text = [
+            value + (f" [{interval}]" if interval else "") + (f" {sign}" if sign else "")
+            for value, interval, sign in row
+        ]
+        lines.append("| " + " | ".join(text) + " |")
+    return "\n".join(lines)
+
+
 def markdown_table(rows: list[dict], columns: tuple[str, ...] = COLUMNS) -> str:
     """Rows as a Markdown table (missing cells left blank, see the module doc)."""
     columns = _present(rows, columns)
-    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
-    for cells in _cells(rows, columns):
-        text = [
-            value + (f" [{interval}]" if interval else "") + (f" {sign}" if sign else "")
-            for value, interval, sign in cells
-        ]
-        lines.append("| " + " | ".join(text) + " |")
-    return "\n".join(lines) + "\n"
+    return render_markdown(columns, _cells(rows, columns)) + "\n"
+
+
+TEX_SYMBOLS = {"Δ": "$\\Delta$", "→": "$\\to$", "≥": "$\\geq$", "≤": "$\\leq$"}
 
 
 def _tex(text: str) -> str:
     for char in "&%$#_{}":
         text = text.replace(char, "\\" + char)
+    for char, command in TEX_SYMBOLS.items():
+        text = text.replace(char, command)
     return text
+
+
+def render_latex(
+    columns: list[str] | tuple[str, ...], cells: Cells, *, text_columns: int = 2
+) -> str:
+    """The table of :func:`render_markdown` as a LaTeX ``tabular`` (booktabs, amssymb).
+
+    Parameters
+    ----------
+    columns, cells
+        As for :func:`render_markdown`; text is escaped (``&%$#_{}``, and ``Δ →`` become
+        math).
+    text_columns : int
+        The first this many columns are left-aligned text, the others right-aligned numbers.
+    """
+    marks = {"▲": "$^{\\blacktriangle}$", "▼": "$^{\\blacktriangledown}$", "": ""}
+    lines = [
+        "\\begin{tabular}{" + "l" * text_columns + "r" * (len(columns) - text_columns) + "}",
+        "\\toprule",
+        " & ".join(_tex(c) for c in columns) + " \\\\",
+        "\\midrule",
+    ]
+    for row in cells:
+        text = [
+            _tex(value) + marks[sign] + (f" {{\\scriptsize [{interval}]}}" if interval else "")
+            for value, interval, sign in row
+        ]
+        lines.append(" & ".join(text) + " \\\\")
+    lines += ["\\bottomrule", "\\end{tabular}"]
+    return "\n".join(lines) + "\n"
 
 
 def latex_table(rows: list[dict], columns: tuple[str, ...] = COLUMNS) -> str:
     """The same table as :func:`markdown_table` as a LaTeX ``tabular`` (booktabs, amssymb)."""
     columns = _present(rows, columns)
-    marks = {"▲": "$^{\\blacktriangle}$", "▼": "$^{\\blacktriangledown}$", "": ""}
-    lines = [
-        "\\begin{tabular}{" + "l" * 2 + "r" * (len(columns) - 2) + "}",
-        "\\toprule",
-        " & ".join(_tex(c) for c in columns) + " \\\\",
-        "\\midrule",
-    ]
-    for cells in _cells(rows, columns):
-        text = [
-            _tex(value) + marks[sign] + (f" {{\\scriptsize [{interval}]}}" if interval else "")
-            for value, interval, sign in cells
-        ]
-        lines.append(" & ".join(text) + " \\\\")
-    lines += ["\\bottomrule", "\\end{tabular}"]
-    return "\n".join(lines) + "\n"
+    return render_latex(columns, _cells(rows, columns))
 
 
 def environment() -> dict[str, str]:

@@ -16,20 +16,15 @@ Usage: ``python scripts/bench/bench_iso.py --data-dir ../shared/data [--dataset 
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import torch
 
+from georag.experiments.iso_multihop import DATASETS, prepare
 from georag.geometry.diffusion import personalized_pagerank
 from georag.perf.bench import bench_parser, data_root, start
 from georag.rerank.iso import IsoRag, IsoRagConfig, fixed_radius
 from georag.rerank.ppr_global import GlobalPPR, GlobalPPRConfig
 from georag.resources import default_cache_dir
 from georag.retrieval.encoder import TextEncoder
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "quality"))
-from quality_iso import DATASETS, prepare  # noqa: E402
 
 
 def main() -> None:

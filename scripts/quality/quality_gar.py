@@ -39,21 +39,19 @@ from pathlib import Path
 import numpy as np
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from quality_learned import add_training_options, fit, folds_of  # noqa: E402
-
-import georag.perf.bench as harness  # noqa: E402
-from georag._io import atomic_write  # noqa: E402
-from georag.batch import scores_to_run  # noqa: E402
-from georag.eval.metrics import per_query  # noqa: E402
-from georag.eval.stats import bootstrap_ci, holm, paired_permutation_p  # noqa: E402
-from georag.perf.timing import median_single_ms, timed  # noqa: E402
-from georag.rerank.registry import make_reranker  # noqa: E402
-from georag.resources import DEFAULT_MODEL  # noqa: E402
-from georag.retrieval.corpus_graph import build_corpus_graph  # noqa: E402
-from georag.retrieval.encoder import TextEncoder  # noqa: E402
-from train.corpus_data import load_query_set  # noqa: E402
+import georag.perf.bench as harness
+from georag._io import atomic_write
+from georag.batch import scores_to_run
+from georag.eval.metrics import per_query
+from georag.eval.stats import bootstrap_ci, holm, paired_permutation_p
+from georag.experiments.folds import learned_folds
+from georag.experiments.training import Training, add_training_options, fit
+from georag.perf.timing import median_single_ms, timed
+from georag.rerank.registry import make_reranker
+from georag.resources import DEFAULT_MODEL
+from georag.retrieval.corpus_graph import build_corpus_graph
+from georag.retrieval.encoder import TextEncoder
+from train.corpus_data import load_query_set
 
 METRICS = ("ndcg@10", "recall@10", "mrr@10", "recall@100", "recall@1000")
 NAMES = {"ndcg@10": "NDCG@10", "recall@10": "Recall@10", "mrr@10": "MRR@10"}
@@ -64,7 +62,7 @@ def scorer_specs(train, args, folder: Path) -> tuple[dict, float, list]:
     specs = {"dense": ("none", {})}
     if "map" not in args.scorers:
         return specs, 0.0, []
-    reranker, spent, note = fit("learned_map", {}, train, args, folder)
+    reranker, spent, note = fit("learned_map", {}, train, Training.from_args(args), folder)
     path = folder / "map.pt"
     reranker.save(path)
     specs["map"] = ("learned_map", {"learned_map": {"weights": str(path)}})
@@ -90,7 +88,16 @@ def run_dataset(dataset: str, args, encoder) -> dict:
     runs: dict[str, dict] = {}
     qrels: dict = {}
     train_s, notes = 0.0, []
-    for train, _, _, report_q, label in folds_of(dataset, args, encoder, corpus=True):
+    folds = learned_folds(
+        dataset,
+        data_dir=args.data_dir,
+        encoder=encoder,
+        corpus=True,
+        folds=args.folds,
+        val_fraction=args.val_fraction,
+        seed=args.seed,
+    )
+    for train, _, _, report_q, label in folds:
         specs, spent, note = scorer_specs(train, args, Path(args.work) / dataset / label)
         train_s, notes = train_s + spent, notes + note
         qrels.update(report_q.qrels)

@@ -35,38 +35,30 @@ import georag.perf.bench as harness
 from georag._io import atomic_write
 from georag.eval.metrics import per_query
 from georag.eval.stats import bootstrap_ci, holm, paired_permutation_p
+from georag.experiments.folds import learned_folds, subset_training
 from georag.resources import DEFAULT_MODEL
 from georag.retrieval.encoder import TextEncoder
 from train.geometry_adds import NON_GEOMETRIC, Settings, prepare, report_run, run_fold, seen_queries
-from train.learned_data import split_rows
-from train.pools import load_pool
 
 METRICS = ("ndcg@10", "recall@10", "mrr@10")
 
 
 def folds_of(dataset: str, args, encoder):
-    """``(fit pool, report pool, label, qrels split)`` per fold."""
+    """``(fit pool, report pool, label, qrels split)`` per fold
+    (:func:`~georag.experiments.folds.learned_folds`; scifact: a seeded ``--train-queries``)."""
+    folds = learned_folds(
+        dataset,
+        data_dir=args.data_dir,
+        encoder=encoder,
+        corpus=False,
+        folds=args.folds,
+        val_fraction=0.2,
+        seed=args.seed,
+    )
     if dataset == "scifact":
-        fit = load_pool("scifact", split="train", data_dir=args.data_dir, encoder=encoder)
-        report = load_pool("scifact", split="test", data_dir=args.data_dir, encoder=encoder)
-        if args.train_queries and args.train_queries < fit.batch.batch_size:
-            rows = torch.randperm(fit.batch.batch_size, generator=torch.Generator().manual_seed(0))
-            fit = fit.subset(sorted(rows[: args.train_queries].tolist()))
-        return [(fit, report, "holdout", "train")]
-    pool = load_pool(dataset, split="test", data_dir=args.data_dir, encoder=encoder)
-    out = []
-    for fold in range(args.folds):
-        rows = split_rows(
-            pool.batch.batch_size,
-            protocol="kfold",
-            val_fraction=0.2,
-            seed=args.seed,
-            folds=args.folds,
-            fold=fold,
-        )
-        fit = pool.subset(rows["train"] + rows["val"])
-        out.append((fit, pool.subset(rows["report"]), f"fold{fold}", "test"))
-    return out
+        folds, _ = subset_training(folds, args.train_queries, seed=0)
+    split = "train" if dataset == "scifact" else "test"
+    return [(fold.train, fold.report, fold.label, split) for fold in folds]
 
 
 def run_dataset(dataset: str, args, encoder) -> dict:

@@ -34,7 +34,6 @@ from __future__ import annotations
 import json
 import multiprocessing
 import os
-import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
@@ -46,6 +45,8 @@ from georag._io import atomic_write
 from georag.batch import QueryBatch, scores_to_run
 from georag.eval.metrics import per_query
 from georag.eval.stats import bootstrap_ci, holm, paired_permutation_p
+from georag.experiments.folds import training_subset
+from georag.experiments.training import Training, add_training_options, fit
 from georag.perf.bench import bench_parser, start
 from georag.rerank.iso import IsoRag
 from georag.rerank.phrase_ppr import PhrasePPR, PhrasePPRConfig, phrase_ppr_feature
@@ -56,9 +57,6 @@ from georag.retrieval.passage_graph import corpus_graph
 from georag.retrieval.phrase_graph import query_phrase_weights
 from train.corpus_data import QuerySet, load_query_set
 from train.pools import kfold_split, load_pool
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from quality_learned import fit, training_subset  # noqa: E402  (the map as that script trains it)
 
 METRICS = ("recall@5", "recall@2", "ndcg@10", "recall@100")
 TOP_K = 100
@@ -100,7 +98,9 @@ class Fold:
         # the knobs are tuned on all training queries, or a seeded --tune-queries of them
         rows = training_subset(len(train.batch.ids), args.tune_queries, args.seed)
         self.tune_set = train if len(rows) == len(train.batch.ids) else train.subset(rows)
-        self.map, self.train_s, self.note = fit("learned_map", {}, train_pool, args, work / label)
+        self.map, self.train_s, self.note = fit(
+            "learned_map", {}, train_pool, Training.from_args(args), work / label
+        )
         self.map_path = work / label / "map.pt"
         self.map.save(self.map_path)
         started = time.perf_counter()
@@ -339,7 +339,6 @@ def main() -> None:
         default=["hotpotqa_dev500", "musique"],
         choices=["hotpotqa_dev500", "musique"],
     )
-    parser.add_argument("--folds", type=int, default=5)
     parser.add_argument(
         "--tune-queries",
         type=int,
@@ -349,15 +348,7 @@ def main() -> None:
     parser.add_argument(
         "--jobs", type=int, default=1, help="splits run side by side in forked processes"
     )
-    parser.add_argument("--epochs", type=int, default=40)
-    parser.add_argument("--patience", type=int, default=8)
-    parser.add_argument("--val-fraction", type=float, default=0.2)
-    parser.add_argument("--batch-size", type=int, default=64)
-    parser.add_argument("--loss", default="listwise")
-    parser.add_argument("--lr", type=float, default=0.05)
-    parser.add_argument("--map-lr", type=float, default=1e-3)
-    parser.add_argument("--resamples", type=int, default=5000)
-    parser.add_argument("--seed", type=int, default=0)
+    add_training_options(parser)  # the map's training and the folds, as quality_learned
     parser.add_argument("--work", type=Path, default=Path("runs/quality_multihop"))
     args = parser.parse_args()
     bench = start(
