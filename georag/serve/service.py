@@ -14,7 +14,11 @@ import json
 import os
 from collections.abc import Callable
 
+import orjson
+
 from georag.api import Reranker
+from georag.resources import DEFAULT_MODEL
+from georag.retrieval.encoder import TextEncoder
 from georag.rerank.small_pool import small_pool
 from georag.serve.auth import authorized, read_api_key
 from georag.serve.batcher import MicroBatcher
@@ -31,14 +35,21 @@ from georag.serve.shapes import (
 
 __all__ = ["Service", "build_reranker", "warm_up"]
 
+# Texts per encoder forward pass. The encoder sorts a call's texts by length and pads each
+# pass to its longest: 64 SciFact queries (8 to 49 tokens) cost 13.3 ms a query in one pass
+# of 64, 7.7 in passes of 16, 10.9 one by one (CPU, one thread).
+ENCODE_BATCH = 16
+
 
 def build_reranker(config: ServeConfig) -> Reranker:
     """The text reranker of ``config`` (raises at once when a model is missing)."""
     return Reranker(
         config.method,
         options=config.options,
+        encoder=TextEncoder(DEFAULT_MODEL, batch_size=ENCODE_BATCH, show_progress=False),
         cache_dir=config.cache_dir,
         cache_size=config.cache_size,
+        cache_queries=config.cache_queries,
     )
 
 
@@ -118,8 +129,8 @@ class Service:
         if not self.ready:
             raise RequestError(503, "not ready (warming up)")
         try:
-            body = json.loads(raw)
-        except ValueError as error:
+            body = orjson.loads(raw)
+        except orjson.JSONDecodeError as error:
             raise RequestError(400, f"body: malformed JSON ({error})") from None
         request = parse(body, self.limits)
         ranked = await self.batcher.submit(request)
