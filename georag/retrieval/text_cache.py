@@ -27,6 +27,7 @@ import torch
 
 from georag._io import atomic_write
 from georag.resources import default_cache_dir
+
 __all__ = ["TextEmbeddingCache", "text_key"]
 
 log = logging.getLogger(__name__)

@@ -17,9 +17,9 @@ from collections.abc import Callable
 import orjson
 
 from georag.api import Reranker
+from georag.rerank.small_pool import small_pool
 from georag.resources import DEFAULT_MODEL
 from georag.retrieval.encoder import TextEncoder
-from georag.rerank.small_pool import small_pool
 from georag.serve.auth import authorized, read_api_key
 from georag.serve.batcher import MicroBatcher
 from georag.serve.config import ServeConfig
