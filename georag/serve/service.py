@@ -18,8 +18,6 @@ import orjson
 
 from georag.api import Reranker
 from georag.rerank.small_pool import small_pool
-from georag.resources import DEFAULT_MODEL
-from georag.retrieval.encoder import TextEncoder
 from georag.serve.auth import authorized, read_api_key
 from georag.serve.batcher import MicroBatcher
 from georag.serve.config import ServeConfig
@@ -42,15 +40,17 @@ ENCODE_BATCH = 16
 
 
 def build_reranker(config: ServeConfig) -> Reranker:
-    """The text reranker of ``config`` (raises at once when a model is missing)."""
-    return Reranker(
+    """The text reranker of ``config`` (raises at once when a model is missing: the
+    method's stages are built before the encoder is loaded)."""
+    reranker = Reranker(
         config.method,
         options=config.options,
-        encoder=TextEncoder(DEFAULT_MODEL, batch_size=ENCODE_BATCH, show_progress=False),
         cache_dir=config.cache_dir,
         cache_size=config.cache_size,
         cache_queries=config.cache_queries,
     )
+    reranker.encoder.batch_size = ENCODE_BATCH
+    return reranker
 
 
 def warm_up(reranker: Reranker) -> None:
