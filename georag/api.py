@@ -4,9 +4,9 @@ The rerankers work on a :class:`~georag.batch.CandidateBatch` of embeddings; thi
 class builds that batch from texts. Queries and documents are encoded with the configured
 sentence encoder (all-MiniLM-L6-v2 by default), each text once: embeddings are cached by
 content hash (:class:`~georag.retrieval.text_cache.TextEmbeddingCache`), in memory and, with
-``cache_dir``, on disk. The first-stage score of a document is its ``score`` when every
-document carries one, else the cosine of query and document, as in georag's dense first
-stage.
+``cache_dir``, on disk (queries too, unless ``cache_queries=False``). The first-stage
+score of a document is its ``score`` when every document carries one, else the cosine of
+query and document, as in georag's dense first stage.
 
 Examples
 --------

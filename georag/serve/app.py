@@ -114,8 +114,8 @@ def create_app(config: ServeConfig, reranker=None) -> FastAPI:
             headers={"X-Georag-Fallback": str(fallback).lower()},
         )
 
-    for path in RERANK_ROUTES:
-        app.add_api_route(path, rerank, methods=["POST"])
+    for path in RERANK_ROUTES:  # plain Starlette routes: no dependency solving per request
+        app.router.add_route(path, rerank, methods=["POST"], include_in_schema=False)
 
     @app.get("/health")
     async def health():
