@@ -417,9 +417,12 @@ def main() -> None:
 
     t0 = time.perf_counter()
     workload, encoder = _workload(args)
+    sizes = [len(orjson.dumps({"query": q, "texts": docs})) for q, docs in workload]
     print(
-        f"# workload: {len(workload)} queries x {args.top_m} texts ({args.first_stage}), "
-        f"queries {'cached' if args.cache_queries else 'encoded per request'}; "
+        f"# workload: {len(workload)} queries x {args.top_m} texts ({args.first_stage}; "
+        f"{len({t for _, docs in workload for t in docs})} distinct, bodies of "
+        f"{statistics.mean(sizes) / 1000:.0f} kB on average), queries "
+        f"{'cached' if args.cache_queries else 'encoded per request'}; "
         f"built in {time.perf_counter() - t0:.1f} s",
         flush=True,
     )
