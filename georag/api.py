@@ -4,9 +4,9 @@ The rerankers work on a :class:`~georag.batch.CandidateBatch` of embeddings; thi
 class builds that batch from texts. Queries and documents are encoded with the configured
 sentence encoder (all-MiniLM-L6-v2 by default), each text once: embeddings are cached by
 content hash (:class:`~georag.retrieval.text_cache.TextEmbeddingCache`), in memory and, with
-``cache_dir``, on disk. The first-stage score of a document is its ``score`` when every
-document carries one, else the cosine of query and document, as in georag's dense first
-stage.
+``cache_dir``, on disk (queries too, unless ``cache_queries=False``). The first-stage
+score of a document is its ``score`` when every document carries one, else the cosine of
+query and document, as in georag's dense first stage.
 
 Examples
 --------
@@ -73,6 +73,8 @@ def _normalize(docs: Sequence[Doc], where: str) -> tuple[list[str], list[str], l
         raise ValueError(f"{where}: expected a list of strings or dicts, got {type(docs).__name__}")
     if len(docs) == 0:
         raise ValueError(f"{where}: empty list, give at least one document")
+    if all(isinstance(doc, str) for doc in docs):  # the common case: positions as ids
+        return [str(i) for i in range(len(docs))], list(docs), None
     ids, texts, scores = [], [], []
     for i, doc in enumerate(docs):
         if isinstance(doc, str):
@@ -122,6 +124,10 @@ class Reranker:
     cache_size : int, optional
         Embeddings kept in memory at most (least recently used go first); unbounded
         by default.
+    cache_queries : bool
+        Keep the queries' embeddings in the cache too. False encodes the queries of each
+        call afresh, all in one encoder call (for traffic whose queries rarely repeat: a
+        service), and caches only documents.
     """
 
     def __init__(
@@ -133,10 +139,12 @@ class Reranker:
         encoder: TextEncoder | None = None,
         cache_dir: str | os.PathLike | None = None,
         cache_size: int | None = None,
+        cache_queries: bool = True,
     ) -> None:
         if not isinstance(method, str) or not method.strip():
             raise ValueError(f"method: expected a registry spec (e.g. maniscope), got {method!r}")
         self.method = method
+        self.cache_queries = cache_queries
         self.stage = make_reranker(method, options)
         if is_retriever(self.stage):
             raise ValueError(
@@ -182,16 +190,20 @@ class Reranker:
                 raise ValueError(f"queries[{i}]: expected a non-empty string")
         where = "docs" if len(queries) == 1 else "docs_lists[{}]"
         parsed = [_normalize(d, where.format(i)) for i, d in enumerate(docs_lists)]
-        b, m = len(queries), max(len(ids) for ids, _, _ in parsed)
+        lengths = [len(ids) for ids, _, _ in parsed]
+        b, m = len(queries), max(lengths)
         flat = [text for _, texts, _ in parsed for text in texts]
-        embeddings = self._encode(list(queries) + flat)
-        query, docs = embeddings[:b], embeddings[b:]
-        rows = torch.tensor([r for r, (ids, _, _) in enumerate(parsed) for _ in ids])
-        cols = torch.tensor([c for ids, _, _ in parsed for c in range(len(ids))])
-        cands = torch.zeros(b, m, docs.shape[1])
-        cands[rows, cols] = docs
-        mask = torch.zeros(b, m, dtype=torch.bool)
-        mask[rows, cols] = True
+        if self.cache_queries:
+            embeddings = self._encode(list(queries) + flat)
+            query, docs = embeddings[:b], embeddings[b:]
+        else:
+            query, docs = self.encoder.encode(list(queries)), self._encode(flat)
+        if min(lengths) == m:  # no padding: the flat rows are the batch
+            cands, mask = docs.view(b, m, -1), torch.ones(b, m, dtype=torch.bool)
+        else:
+            mask = torch.arange(m) < torch.tensor(lengths).unsqueeze(1)
+            cands = docs.new_zeros(b, m, docs.shape[1])
+            cands[mask] = docs  # row-major, as ``flat``
         scores = torch.bmm(cands, query.unsqueeze(2)).squeeze(2)
         given = [(r, c, s) for r, (_, _, ss) in enumerate(parsed) if ss for c, s in enumerate(ss)]
         if given:

@@ -110,6 +110,12 @@ def _add_serve_args(parser: argparse.ArgumentParser) -> None:
         parser.add_argument(flag, type=kind, help=what)
     parser.add_argument("--api-key-file", help="require 'Authorization: Bearer KEY' (the file's)")
     parser.add_argument("--cache-dir", help="also keep the embedding cache on disk there")
+    parser.add_argument(
+        "--cache-queries",
+        action="store_true",
+        default=None,
+        help="cache query embeddings too (default: encode each batch's queries afresh)",
+    )
     parser.add_argument("--model-name", help="the 'model' named in responses (default: --method)")
 
 
@@ -442,7 +448,7 @@ def _serve_config(args: argparse.Namespace):
         options.setdefault(learned[0], {})["weights"] = args.weights
     names = ("host", "port", "max_batch", "max_wait_ms", "workers", "max_docs")
     names += ("max_text_chars", "max_body_bytes", "max_queue", "api_key_file", "cache_dir")
-    names += ("cache_size",)
+    names += ("cache_size", "cache_queries")
     given = {n: getattr(args, n) for n in (*names, "model_name") if getattr(args, n) is not None}
     if args.threads is not None:
         given["threads"] = args.threads

@@ -6,6 +6,10 @@ so it needs a cache keyed by each text's content hash. Entries are shards, ``<ha
 holding the SHA-256 of each text and its embedding; a shard is written atomically once its
 texts are encoded, so an interrupted run keeps every finished shard. Unreadable or
 inconsistent shards are reported and skipped (their texts are encoded again).
+
+In memory the embeddings are rows of one matrix, found by a dictionary from content hash to
+row, so a call gathers its rows in one ``index_select`` (stacking 6400 row tensors one by
+one cost 9.5 ms, a tenth of a rerank of 64 queries of 100 cached documents).
 """
 
 from __future__ import annotations
@@ -23,11 +27,19 @@ import torch
 
 from georag._io import atomic_write
 from georag.resources import default_cache_dir
-from georag.retrieval.cache import content_hash
 
-__all__ = ["TextEmbeddingCache"]
+__all__ = ["TextEmbeddingCache", "text_key"]
 
 log = logging.getLogger(__name__)
+
+
+def text_key(text: str) -> str:
+    """The cache key of one text: :func:`georag.retrieval.cache.content_hash` of ``[text]``
+    (SHA-256 of its length-prefixed UTF-8), computed without the list's loop."""
+    data = text.encode("utf-8")
+    digest = hashlib.sha256(len(data).to_bytes(8, "little"))
+    digest.update(data)
+    return digest.hexdigest()
 
 
 class TextEmbeddingCache:
@@ -67,7 +79,10 @@ class TextEmbeddingCache:
         self.shard_size = shard_size
         self.persist = persist
         self.max_rows = max_rows
-        self._rows: collections.OrderedDict[str, torch.Tensor] = collections.OrderedDict()
+        # content hash -> row of ``_store``, least recently used first
+        self._rows: collections.OrderedDict[str, int] = collections.OrderedDict()
+        self._store = torch.empty(0, 0)
+        self._free: list[int] = []  # rows of ``_store`` left by evicted entries
         self._seen: set[str] = set()
         self.hits = 0
         self.misses = 0
@@ -93,9 +108,7 @@ class TextEmbeddingCache:
             ):
                 log.warning("ignoring inconsistent text-cache shard %s", path)
                 continue
-            tensor = torch.from_numpy(embeddings)
-            for i, key in enumerate(hashes.tolist()):
-                self._remember(key, tensor[i])
+            self._remember(hashes.tolist(), torch.from_numpy(embeddings))
 
     def _save(self, hashes: list[str], embeddings: torch.Tensor) -> None:
         if not self.persist:
@@ -117,15 +130,40 @@ class TextEmbeddingCache:
             raise ValueError(
                 f"embeddings: expected ({len(texts)}, D), got {tuple(embeddings.shape)}"
             )
-        for text, row in zip(texts, embeddings.float().cpu()):
-            self._remember(content_hash([text]), row)
+        self._remember([text_key(text) for text in texts], embeddings.float().cpu())
 
-    def _remember(self, key: str, row: torch.Tensor) -> None:
-        self._rows[key] = row
+    def _remember(self, keys: list[str], rows: torch.Tensor) -> None:
+        """Store ``rows`` (n, D) under ``keys``, as the most recently used."""
+        if self.max_rows is not None and len(keys) > self.max_rows:
+            keys, rows = keys[-self.max_rows :], rows[-self.max_rows :]
+        if self._store.shape[1] != rows.shape[1]:
+            if self._rows:
+                raise ValueError(
+                    f"embeddings: width {rows.shape[1]}, the cache holds {self._store.shape[1]}"
+                )
+            self._store = torch.empty(0, rows.shape[1])
+        slots = []
+        for key in keys:
+            slot = self._rows.get(key)
+            if slot is None:
+                slot = self._free.pop() if self._free else len(self._rows)
+                self._rows[key] = slot
+            elif self.max_rows is not None:
+                self._rows.move_to_end(key)
+            slots.append(slot)
         if self.max_rows is not None:
-            self._rows.move_to_end(key)
-            while len(self._rows) > self.max_rows:
-                self._rows.popitem(last=False)
+            while len(self._rows) > self.max_rows:  # never one of ``keys``: they are newest
+                self._free.append(self._rows.popitem(last=False)[1])
+        index = torch.tensor(slots, dtype=torch.long)
+        needed = int(index.max()) + 1 if slots else 0
+        if needed > len(self._store):
+            grown = max(needed, 2 * len(self._store))
+            if self.max_rows is not None:
+                grown = max(needed, min(grown, self.max_rows))
+            store = torch.empty(grown, self._store.shape[1])
+            store[: len(self._store)] = self._store
+            self._store = store
+        self._store.index_copy_(0, index, rows.float())
 
     def encode(
         self, texts: Sequence[str], encode: Callable[[list[str]], torch.Tensor]
@@ -142,25 +180,38 @@ class TextEmbeddingCache:
         -------
         torch.Tensor, shape (N, D), float32, on CPU
         """
-        keys = [content_hash([text]) for text in texts]
-        if any(key not in self._rows for key in keys):
-            self._refresh()
-        found = {k: self._rows[k] for k in keys if k in self._rows}
-        if self.max_rows is not None:
-            for key in found:
-                self._rows.move_to_end(key)
-        missing = list(dict.fromkeys(k for k in keys if k not in found))
-        self.misses += len(missing)
-        self.hits += len(found)
-        if missing:
-            text_of = dict(zip(keys, texts))
-            for start in range(0, len(missing), self.shard_size):
-                chunk = missing[start : start + self.shard_size]
-                embeddings = encode([text_of[k] for k in chunk]).float().cpu()
-                self._save(chunk, embeddings)
-                for i, key in enumerate(chunk):
-                    found[key] = embeddings[i]
-                    self._remember(key, embeddings[i])
-        if not keys:
+        if not texts:
             return torch.empty(0, 0)
-        return torch.stack([found[k] for k in keys])
+        keys = [text_key(text) for text in texts]
+        rows = self._rows
+        if any(key not in rows for key in keys):
+            self._refresh()
+        slots = [rows.get(key, -1) for key in keys]
+        missing = list(dict.fromkeys(k for k, slot in zip(keys, slots) if slot < 0))
+        self.misses += len(missing)
+        self.hits += len(keys) - len(missing)
+        if not missing:
+            if self.max_rows is not None:
+                for key in keys:
+                    rows.move_to_end(key)
+            return self._store.index_select(0, torch.tensor(slots, dtype=torch.long))
+        text_of = dict(zip(keys, texts))
+        parts = []
+        for start in range(0, len(missing), self.shard_size):
+            chunk = missing[start : start + self.shard_size]
+            parts.append(encode([text_of[k] for k in chunk]).float().cpu())
+            self._save(chunk, parts[-1])
+        fresh = torch.cat(parts)
+        new_row = {key: i for i, key in enumerate(missing)}
+        out = torch.empty(len(keys), fresh.shape[1])
+        known = [i for i, slot in enumerate(slots) if slot >= 0]
+        if known:  # gathered before the new rows may take evicted rows' places
+            index = torch.tensor(known, dtype=torch.long)
+            out[index] = self._store.index_select(0, torch.tensor([slots[i] for i in known]))
+            if self.max_rows is not None:
+                for i in known:
+                    rows.move_to_end(keys[i])
+        new = [i for i, slot in enumerate(slots) if slot < 0]
+        out[torch.tensor(new)] = fresh[torch.tensor([new_row[keys[i]] for i in new])]
+        self._remember(missing, fresh)
+        return out

@@ -16,8 +16,9 @@ import logging
 import os
 import time
 
+import orjson
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse, PlainTextResponse
+from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from starlette.requests import ClientDisconnect
 
 from georag.serve.config import ServeConfig
@@ -107,10 +108,14 @@ def create_app(config: ServeConfig, reranker=None) -> FastAPI:
             log.exception("request failed")
             status = 422 if isinstance(exc, ValueError) else 500
             return error(status, f"{type(exc).__name__}: {exc}".splitlines()[0])
-        return JSONResponse(answer, headers={"X-Georag-Fallback": str(fallback).lower()})
+        return Response(
+            orjson.dumps(answer),
+            media_type="application/json",
+            headers={"X-Georag-Fallback": str(fallback).lower()},
+        )
 
-    for path in RERANK_ROUTES:
-        app.add_api_route(path, rerank, methods=["POST"])
+    for path in RERANK_ROUTES:  # plain Starlette routes: no dependency solving per request
+        app.router.add_route(path, rerank, methods=["POST"], include_in_schema=False)
 
     @app.get("/health")
     async def health():

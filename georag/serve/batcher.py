@@ -137,6 +137,9 @@ class MicroBatcher:
                     job.future.set_exception(answer)
                 else:
                     job.future.set_result(answer)
+            # one turn of the event loop between batches: the answers go out and the bodies
+            # being read advance; a full queue would otherwise be run to its end first
+            await asyncio.sleep(0)
 
     async def close(self) -> None:
         """Answer everything queued, then stop."""

@@ -43,6 +43,9 @@ class ServeConfig:
     cache_size : int
         Embeddings each worker keeps in memory (by content hash, least recently used go
         first; 1.5 kB each at D = 384).
+    cache_queries : bool
+        Cache query embeddings too. Off by default: queries rarely repeat, so each batch's
+        queries are encoded afresh, in one encoder call, and only documents are cached.
     model_name : str
         The ``model`` that responses name (the method spec by default).
     """
@@ -62,6 +65,7 @@ class ServeConfig:
     api_key_file: str | None = None
     cache_dir: str | None = None
     cache_size: int = 200_000
+    cache_queries: bool = False
     model_name: str = ""
 
     def __post_init__(self) -> None:

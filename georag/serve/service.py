@@ -10,9 +10,12 @@ the method once, alone and batched.
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 from collections.abc import Callable
+
+import orjson
 
 from georag.api import Reranker
 from georag.rerank.small_pool import small_pool
@@ -31,15 +34,24 @@ from georag.serve.shapes import (
 
 __all__ = ["Service", "build_reranker", "warm_up"]
 
+# Texts per encoder forward pass. The encoder sorts a call's texts by length and pads each
+# pass to its longest: 64 SciFact queries (8 to 49 tokens) cost 13.3 ms a query in one pass
+# of 64, 7.7 in passes of 16, 10.9 one by one (CPU, one thread).
+ENCODE_BATCH = 16
+
 
 def build_reranker(config: ServeConfig) -> Reranker:
-    """The text reranker of ``config`` (raises at once when a model is missing)."""
-    return Reranker(
+    """The text reranker of ``config`` (raises at once when a model is missing: the
+    method's stages are built before the encoder is loaded)."""
+    reranker = Reranker(
         config.method,
         options=config.options,
         cache_dir=config.cache_dir,
         cache_size=config.cache_size,
+        cache_queries=config.cache_queries,
     )
+    reranker.encoder.batch_size = ENCODE_BATCH
+    return reranker
 
 
 def warm_up(reranker: Reranker) -> None:
@@ -88,6 +100,11 @@ class Service:
         if self.reranker is None:
             self.reranker = build_reranker(self.config)
         warm_up(self.reranker)
+        # what start-up built (the model, the libraries, the cached embeddings) lives as
+        # long as the worker: out of the collector's passes, which a request's thousands of
+        # short-lived objects trigger (they doubled the cost of building the rankings)
+        gc.collect()
+        gc.freeze()
         self.ready = True
 
     async def stop(self) -> None:
@@ -118,8 +135,8 @@ class Service:
         if not self.ready:
             raise RequestError(503, "not ready (warming up)")
         try:
-            body = json.loads(raw)
-        except ValueError as error:
+            body = orjson.loads(raw)
+        except orjson.JSONDecodeError as error:
             raise RequestError(400, f"body: malformed JSON ({error})") from None
         request = parse(body, self.limits)
         ranked = await self.batcher.submit(request)

@@ -49,6 +49,27 @@ def test_padding_may_hold_garbage():
     CandidateBatch(**fields | {"cands": cands})
 
 
+@pytest.mark.parametrize(
+    "values, bad",
+    [
+        ([math.inf], 1),
+        ([math.nan], 1),
+        ([math.inf, -math.inf], 2),  # sums to nan
+        ([3e38, 3e38], 0),  # finite terms whose sum overflows: no error
+        ([-3e38, -3e38, math.nan], 1),
+    ],
+)
+def test_finiteness_is_exact_past_the_one_pass_check(values, bad):
+    fields = make_batch(d=3).__dict__
+    cands = fields["cands"].clone()
+    cands[0, 1, : len(values)] = torch.tensor(values)
+    if bad:
+        with pytest.raises(ValueError, match=rf"cands holds {bad} non-finite"):
+            CandidateBatch(**fields | {"cands": cands})
+    else:
+        CandidateBatch(**fields | {"cands": cands})
+
+
 def test_identity_and_run():
     batch = make_batch()
     result = IdentityReranker()(batch)

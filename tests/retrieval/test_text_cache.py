@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import collections
+
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from georag.retrieval.cache import content_hash
-from georag.retrieval.text_cache import TextEmbeddingCache
+from georag.retrieval.text_cache import TextEmbeddingCache, text_key
 
 
 class CountingEncoder:
@@ -61,3 +65,32 @@ def test_a_bounded_cache_keeps_the_most_recently_used(tmp_path):
     assert torch.equal(cache.encode(["c"], enc), want) and enc.seen[-1] == "c"  # encoded again
     with pytest.raises(ValueError, match="max_rows"):
         TextEmbeddingCache("m", tmp_path, max_rows=0)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    calls=st.lists(st.lists(st.sampled_from("abcdefghij"), max_size=7), min_size=1, max_size=12),
+    bound=st.integers(1, 5),
+)
+def test_bounded_rows_match_a_reference_lru(calls, bound):
+    """Rows reused after evictions, calls wider than the bound, repeated texts: every answer
+    is the encoder's, and the cache holds what a plain LRU over the same calls holds."""
+    enc, truth = CountingEncoder(), CountingEncoder()
+    cache = TextEmbeddingCache("m", persist=False, max_rows=bound)
+    lru: collections.OrderedDict[str, None] = collections.OrderedDict()
+    for texts in calls:
+        asked = len(enc.seen)
+        out = cache.encode(texts, enc)
+        if texts:
+            assert torch.equal(out, truth(texts))
+        for text in texts:  # the reference: touch what is cached, then add the rest
+            if text in lru:
+                lru.move_to_end(text)
+        missing = [t for t in dict.fromkeys(texts) if t not in lru]
+        assert enc.seen[asked:] == missing
+        for text in missing:
+            lru[text] = None
+            while len(lru) > bound:
+                lru.popitem(last=False)
+        assert list(cache._rows) == [content_hash([t]) for t in lru]
+    assert text_key("ab") == content_hash(["ab"])

@@ -66,3 +66,26 @@ def test_metrics_count_the_batches():
     assert metrics.batch_size.count == 1 and metrics.batch_size.sum == 5
     assert metrics.queue_wait.count == 5
     assert metrics.latency.count == 0  # request latency is the app's to record
+
+
+def test_each_answer_goes_out_before_the_next_batch_runs():
+    events: list = []
+
+    def run(items):
+        events.append(f"run {items[0]}")
+        return items
+
+    async def scenario():
+        batcher = MicroBatcher(run, max_batch=1, max_wait_ms=0, max_queue=8, metrics=Metrics())
+
+        async def ask(i):
+            await batcher.submit(i)
+            events.append(f"answered {i}")
+
+        asks = [asyncio.ensure_future(ask(i)) for i in range(3)]
+        await asyncio.sleep(0)  # all three queued before the batcher starts
+        batcher.start()
+        await asyncio.gather(*asks)
+
+    asyncio.run(scenario())
+    assert events == ["run 0", "answered 0", "run 1", "answered 1", "run 2", "answered 2"]
