@@ -21,6 +21,8 @@ __all__ = [
     "MULTIHOP_METRICS",
     "metrics_of",
     "per_query_arrays",
+    "interval_rows",
+    "holm_tests",
     "learned_rows",
 ]
 
@@ -63,6 +65,74 @@ def per_query_arrays(
     return queries, values
 
 
+def interval_rows(
+    values: dict[str, dict[str, np.ndarray]],
+    metrics: tuple[str, ...],
+    *,
+    resamples: int,
+    seed: int,
+) -> list[dict]:
+    """One row per run: its mean and 95% bootstrap interval of every metric.
+
+    Parameters
+    ----------
+    values : dict
+        ``{row: {metric: ndarray of shape (Q,)}}`` (:func:`per_query_arrays`).
+    metrics : tuple of str
+    resamples, seed : int
+        Of every interval (each seeded alone).
+
+    Returns
+    -------
+    list of dict
+        In the order of ``values``: ``method``, ``queries`` (Q), ``<metric>`` (mean) and
+        ``<metric>_ci`` (low, high).
+    """
+    rows = []
+    for name, per in values.items():
+        row = {"method": name, "queries": len(per[metrics[0]])}
+        for metric in metrics:
+            row[metric] = float(per[metric].mean())
+            row[f"{metric}_ci"] = bootstrap_ci(per[metric], resamples=resamples, seed=seed)
+        rows.append(row)
+    return rows
+
+
+def holm_tests(
+    values: dict[str, dict[str, np.ndarray]],
+    metric: str,
+    pairs: list[tuple[str, str]],
+    *,
+    resamples: int,
+    seed: int,
+) -> list[tuple[float, float, float]]:
+    """Paired tests of rows against their baselines, Holm-corrected over the pairs.
+
+    Parameters
+    ----------
+    values : dict
+        ``{row: {metric: ndarray of shape (Q,)}}`` (:func:`per_query_arrays`).
+    metric : str
+        The metric tested.
+    pairs : list of (str, str)
+        ``(row, baseline)``: one family of tests.
+    resamples, seed : int
+        Of every test (each seeded alone).
+
+    Returns
+    -------
+    list of (float, float, float)
+        Per pair, in its order: the mean per-query difference (row minus baseline), the
+        raw two-sided randomization p and the Holm-corrected p.
+    """
+    deltas, raw = [], []
+    for name, base in pairs:
+        x, y = values[name][metric], values[base][metric]
+        deltas.append(float((x - y).mean()))
+        raw.append(paired_permutation_p(x, y, resamples=resamples, seed=seed))
+    return list(zip(deltas, raw, holm(raw), strict=True))
+
+
 def learned_rows(
     result: dict, metrics: tuple[str, ...], *, resamples: int, seed: int
 ) -> list[dict]:
@@ -87,35 +157,27 @@ def learned_rows(
         ``p_holm``; each ``learned+map`` row (when ``map alone`` is there) ``delta_map``
         and ``p_map_holm`` against ``map alone``.
     """
-    queries, values = per_query_arrays(result["runs"], result["qrels"], metrics)
+    _, values = per_query_arrays(result["runs"], result["qrels"], metrics)
     primary = metrics[0]
-    dense = values["dense"][primary]
-    rows, pvalues = [], []
     resampling = {"resamples": resamples, "seed": seed}
-    for name, per in values.items():
-        row = {"method": name, "queries": len(queries), "train_s": result["seconds"].get(name, 0.0)}
+    rows = interval_rows(values, metrics, **resampling)
+    for row in rows:
+        row["train_s"] = result["seconds"].get(row["method"], 0.0)
         for key in ("wall_s", "cpu_s"):
-            if name in result.get(key, {}):
-                row[key] = result[key][name]
-        for metric in metrics:
-            row[metric] = float(per[metric].mean())
-            row[f"{metric}_ci"] = bootstrap_ci(per[metric], **resampling)
-        if name != "dense":
-            row["delta"] = float((per[primary] - dense).mean())
-            row["p"] = paired_permutation_p(per[primary], dense, **resampling)
-            pvalues.append(row["p"])
-        rows.append(row)
-    for row, p in zip([r for r in rows if r["method"] != "dense"], holm(pvalues), strict=True):
-        row["p_holm"] = p
+            if row["method"] in result.get(key, {}):
+                row[key] = result[key][row["method"]]
+    tested = [r for r in rows if r["method"] != "dense"]
+    pairs = [(r["method"], "dense") for r in tested]
+    for row, (delta, p, p_holm) in zip(
+        tested, holm_tests(values, primary, pairs, **resampling), strict=True
+    ):
+        row["delta"], row["p"], row["p_holm"] = delta, p, p_holm
     # the geometry's own gain: "<m> learned+map" against "map alone", Holm over those rows
     mapped = [r for r in rows if r["method"].endswith("learned+map")]
     if mapped and "map alone" in values:
-        alone = values["map alone"][primary]
-        raw = []
-        for row in mapped:
-            x = values[row["method"]][primary]
-            raw.append(paired_permutation_p(x, alone, **resampling))
-            row["delta_map"] = float((x - alone).mean())
-        for row, p in zip(mapped, holm(raw), strict=True):
-            row["p_map_holm"] = p
+        pairs = [(r["method"], "map alone") for r in mapped]
+        for row, (delta, _, p_holm) in zip(
+            mapped, holm_tests(values, primary, pairs, **resampling), strict=True
+        ):
+            row["delta_map"], row["p_map_holm"] = delta, p_holm
     return rows

@@ -36,15 +36,13 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
 import torch
 
 import georag.perf.bench as harness
 from georag._io import atomic_write
 from georag.batch import scores_to_run
-from georag.eval.metrics import per_query
-from georag.eval.stats import bootstrap_ci, holm, paired_permutation_p
 from georag.experiments.folds import learned_folds
+from georag.experiments.significance import holm_tests, interval_rows, per_query_arrays
 from georag.experiments.training import Training, add_training_options, fit
 from georag.perf.timing import median_single_ms, timed
 from georag.rerank.registry import make_reranker
@@ -118,29 +116,19 @@ def run_dataset(dataset: str, args, encoder) -> dict:
 
 
 def statistics(result: dict, args) -> list[dict]:
-    qrels, resampling = result["qrels"], {"resamples": args.resamples, "seed": args.seed}
-    queries = sorted(qrels)
-    values = {
-        name: {
-            m: np.array([v[q] for q in queries]) for m, v in per_query(run, qrels, METRICS).items()
-        }
-        for name, run in result["runs"].items()
-    }
-    rows, pvalues = [], []
-    for name, per in values.items():
-        row = {"method": name, "queries": len(queries)}
-        for metric in METRICS:
-            row[metric] = float(per[metric].mean())
-            row[f"{metric}_ci"] = bootstrap_ci(per[metric], **resampling)
-        if name.startswith("gar "):
-            scorer, budget = name.split(" + ")[1].split(" ", 1)
-            base = values[f"{scorer} alone {budget}"]["ndcg@10"]
-            row["delta"] = float((per["ndcg@10"] - base).mean())
-            row["p"] = paired_permutation_p(per["ndcg@10"], base, **resampling)
-            pvalues.append(row["p"])
-        rows.append(row)
-    for row, p in zip([r for r in rows if "p" in r], holm(pvalues), strict=True):
-        row["p_holm"] = p
+    resampling = {"resamples": args.resamples, "seed": args.seed}
+    _, values = per_query_arrays(result["runs"], result["qrels"], METRICS)
+    rows = interval_rows(values, METRICS, **resampling)
+    # each gar row against its scorer alone at the same budget, Holm over the gar rows
+    tested = [r for r in rows if r["method"].startswith("gar ")]
+    pairs = []
+    for row in tested:
+        scorer, budget = row["method"].split(" + ")[1].split(" ", 1)
+        pairs.append((row["method"], f"{scorer} alone {budget}"))
+    for row, (delta, p, p_holm) in zip(
+        tested, holm_tests(values, "ndcg@10", pairs, **resampling), strict=True
+    ):
+        row["delta"], row["p"], row["p_holm"] = delta, p, p_holm
     return rows
 
 

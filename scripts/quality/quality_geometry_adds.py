@@ -28,14 +28,12 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-import numpy as np
 import torch
 
 import georag.perf.bench as harness
 from georag._io import atomic_write
-from georag.eval.metrics import per_query
-from georag.eval.stats import bootstrap_ci, holm, paired_permutation_p
 from georag.experiments.folds import learned_folds, subset_training
+from georag.experiments.significance import holm_tests, interval_rows, per_query_arrays
 from georag.resources import DEFAULT_MODEL
 from georag.retrieval.encoder import TextEncoder
 from train.geometry_adds import NON_GEOMETRIC, Settings, prepare, report_run, run_fold, seen_queries
@@ -88,39 +86,26 @@ def run_dataset(dataset: str, args, encoder) -> dict:
 
 
 def statistics(result: dict, args) -> list[dict]:
-    queries = sorted(result["qrels"])
+    queries, values = per_query_arrays(result["runs"], result["qrels"], METRICS)
     seen = set(result["seen"])
     parts = {"seen": [i for i, q in enumerate(queries) if q in seen]}
     parts["unseen"] = [i for i, q in enumerate(queries) if q not in seen]
-    values = {}
-    for name, run in result["runs"].items():
-        table = per_query(run, result["qrels"], METRICS)
-        values[name] = {m: np.array([table[m][q] for q in queries]) for m in METRICS}
     resampling = {"resamples": args.resamples, "seed": args.seed}
-    rows = []
-    for name, per in values.items():
-        folds = result["notes"][name]
-        row = {"method": name, "queries": len(queries)}
-        row["train_s"] = sum(f.get("seconds", 0.0) for f in folds)
-        for metric in METRICS:
-            row[metric] = float(per[metric].mean())
-            row[f"{metric}_ci"] = bootstrap_ci(per[metric], **resampling)
+    rows = interval_rows(values, METRICS, **resampling)
+    for row in rows:
+        per = values[row["method"]]
+        row["train_s"] = sum(f.get("seconds", 0.0) for f in result["notes"][row["method"]])
         for part, index in parts.items():
             row[part] = float(per["ndcg@10"][index].mean()) if index else float("nan")
             row[f"{part}_n"] = len(index)
-        rows.append(row)
     best = max((r for r in rows if r["method"] in NON_GEOMETRIC), key=lambda r: r["ndcg@10"])
     for key, bar in (("map", "map"), ("best", best["method"])):
         tested = [r for r in rows if r["method"] not in ("dense", bar)]
-        raw = [
-            paired_permutation_p(
-                values[r["method"]]["ndcg@10"], values[bar]["ndcg@10"], **resampling
-            )
-            for r in tested
-        ]
-        for row, p in zip(tested, holm(raw), strict=True):
-            row[f"delta_{key}"] = row["ndcg@10"] - values[bar]["ndcg@10"].mean()
-            row[f"p_{key}"] = p
+        pairs = [(r["method"], bar) for r in tested]
+        for row, (delta, _, p_holm) in zip(
+            tested, holm_tests(values, "ndcg@10", pairs, **resampling), strict=True
+        ):
+            row[f"delta_{key}"], row[f"p_{key}"] = delta, p_holm
     return rows, best["method"]
 
 

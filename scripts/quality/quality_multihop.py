@@ -38,14 +38,12 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-import numpy as np
 import torch
 
 from georag._io import atomic_write
 from georag.batch import QueryBatch, scores_to_run
-from georag.eval.metrics import per_query
-from georag.eval.stats import bootstrap_ci, holm, paired_permutation_p
 from georag.experiments.folds import training_subset
+from georag.experiments.significance import holm_tests, interval_rows, per_query_arrays
 from georag.experiments.training import Training, add_training_options, fit
 from georag.perf.bench import bench_parser, start
 from georag.rerank.iso import IsoRag
@@ -211,30 +209,22 @@ def folds_of(name: str, args, encoder) -> list[tuple]:
 
 def statistics(runs: dict, qrels: dict, args) -> list[dict]:
     """Means, intervals and the Holm-corrected tests of the module docstring."""
-    table = {name: per_query(run, qrels, METRICS) for name, run in runs.items()}
-    ids = sorted(qrels)
-    values = {n: {m: np.array([t[m][q] for q in ids]) for m in METRICS} for n, t in table.items()}
+    _, values = per_query_arrays(runs, qrels, METRICS)
     primary = METRICS[0]
     best = max(BASELINES, key=lambda n: values[n][primary].mean())
     resampling = {"resamples": args.resamples, "seed": args.seed}
+    rows = interval_rows(values, METRICS, **resampling)
     # one test per distinct baseline: when the best is the map alone, the two columns agree
     against = {"map": "map alone", "best": best}
     keys = ["map"] + (["best"] if best != "map alone" else [])
-    rows, tests = [], []
-    for name, per in values.items():
-        row = {"method": name, "queries": len(ids)}
-        for m in METRICS:
-            row[m], row[f"{m}_ci"] = float(per[m].mean()), bootstrap_ci(per[m], **resampling)
-        if name in GRAPH_ROWS:
-            for key in keys:
-                base = values[against[key]][primary]
-                row[f"delta_{key}"] = float((per[primary] - base).mean())
-                tests.append((row, key, paired_permutation_p(per[primary], base, **resampling)))
-        rows.append(row)
-    for (row, key, _), p in zip(tests, holm([t[2] for t in tests]), strict=True):
-        row[f"p_{key}"] = p
+    tested = [(row, key) for row in rows if row["method"] in GRAPH_ROWS for key in keys]
+    pairs = [(row["method"], against[key]) for row, key in tested]
+    for (row, key), (delta, _, p_holm) in zip(
+        tested, holm_tests(values, primary, pairs, **resampling), strict=True
+    ):
+        row[f"delta_{key}"], row[f"p_{key}"] = delta, p_holm
         if best == "map alone":
-            row["delta_best"], row["p_best"] = row["delta_map"], p
+            row["delta_best"], row["p_best"] = delta, p_holm
     for row in rows:
         row["best_baseline"] = best
     return rows

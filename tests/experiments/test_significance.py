@@ -6,7 +6,13 @@ import numpy as np
 import pytest
 
 from georag.eval.stats import holm, paired_permutation_p
-from georag.experiments.significance import learned_rows, metrics_of, per_query_arrays
+from georag.experiments.significance import (
+    holm_tests,
+    interval_rows,
+    learned_rows,
+    metrics_of,
+    per_query_arrays,
+)
 
 
 def hand_holm(pvalues: list[float]) -> list[float]:
@@ -80,3 +86,33 @@ def test_multihop_sets_test_recall_at_5_and_a_missing_query_counts_zero():
     runs = {"dense": {"q0": {"d1": 1.0}}}
     queries, values = per_query_arrays(runs, {"q0": {"d1": 1}, "q1": {"d1": 1}}, ("ndcg@10",))
     assert queries == ["q0", "q1"] and values["dense"]["ndcg@10"].tolist() == [1.0, 0.0]
+
+
+def test_holm_tests_are_one_family_in_the_order_of_the_pairs():
+    result = _result(seed=3, queries=16)
+    _, values = per_query_arrays(result["runs"], result["qrels"], ("ndcg@10",))
+    pairs = [("ricci learned+map", "map alone"), ("ricci paper", "dense"), ("map alone", "dense")]
+    tests = holm_tests(values, "ndcg@10", pairs, resamples=400, seed=2)
+    raw = [
+        paired_permutation_p(values[a]["ndcg@10"], values[b]["ndcg@10"], resamples=400, seed=2)
+        for a, b in pairs
+    ]
+    assert [t[1] for t in tests] == raw
+    assert [t[2] for t in tests] == pytest.approx(hand_holm(raw))
+    for (a, b), (delta, _, _) in zip(pairs, tests, strict=True):
+        assert delta == pytest.approx((values[a]["ndcg@10"] - values[b]["ndcg@10"]).mean())
+    assert holm_tests(values, "ndcg@10", [], resamples=400, seed=2) == []
+
+
+def test_interval_rows_hold_every_row_in_order_with_its_interval():
+    result = _result(seed=4)
+    metrics = metrics_of("cisi")
+    _, values = per_query_arrays(result["runs"], result["qrels"], metrics)
+    rows = interval_rows(values, metrics, resamples=300, seed=0)
+    assert [r["method"] for r in rows] == list(result["runs"])
+    for row in rows:
+        assert row["queries"] == 12
+        for metric in metrics:
+            low, high = row[f"{metric}_ci"]
+            assert row[metric] == pytest.approx(values[row["method"]][metric].mean())
+            assert low <= row[metric] <= high
