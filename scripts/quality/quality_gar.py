@@ -251,9 +251,9 @@ def markdown(records: list[dict], keys: tuple[str, ...]) -> str:
 def parse_args(argv=None):
     parser = harness.bench_parser(__doc__, repeats=None, out="--json", device=False)
     parser.set_defaults(threads=1)
-    parser.add_argument("--datasets", nargs="+", default=["scifact", "cranfield", "cisi"])
+    parser.add_argument("--datasets", nargs="*", default=["scifact", "cranfield", "cisi"])
     parser.add_argument("--graph-datasets", nargs="*", default=None, help="default: --datasets")
-    parser.add_argument("--latency-dataset", default="scifact")
+    parser.add_argument("--latency-dataset", default="scifact", help="'': no cost table")
     parser.add_argument("--latency-samples", type=int, default=20)
     parser.add_argument("--budgets", nargs="+", type=int, default=[100, 1000])
     parser.add_argument("--graphs", nargs="+", default=["dense", "bm25"])
@@ -296,9 +296,10 @@ def main(argv=None) -> None:
     keys = ("dataset", "graph", "docs", "k", "build_s", "cpu_s", "mib", "load")
     sections.append("### corpus graphs\n\n" + markdown(graphs, keys))
     timing = latency(args.latency_dataset, args, encoder) if args.latency_dataset else []
-    keys = ("method", "ms_b1", "cpu_ms_b1", "ms_batched", "cpu_ms_batched", "queries")
-    keys += ("threads", "load")
-    sections.append(f"### cost ({args.latency_dataset})\n\n" + markdown(timing, keys))
+    if timing:
+        keys = ("method", "ms_b1", "cpu_ms_b1", "ms_batched", "cpu_ms_batched", "queries")
+        keys += ("threads", "load")
+        sections.append(f"### cost ({args.latency_dataset})\n\n" + markdown(timing, keys))
     print("\n\n".join(sections[-2:]))
     atomic_write(Path(args.out), "\n\n".join(sections) + "\n")
     bench.finish({"quality": results, "graphs": graphs, "latency": timing, "time": time.time()})
