@@ -20,8 +20,8 @@ seeded 5-fold cross-validation over queries, each fold reported by a map trained
 other four. Nothing is chosen on a report query; gar has no trained knob (paper defaults).
 
 Also: the corpus-graph build time and size of every corpus in ``--graph-datasets``, and ms
-per query of gar beside its scorer alone at B=1 (median) and batched (all report queries in
-one call), threads pinned.
+per query (wall and process CPU) of gar beside its scorer alone at B=1 (median) and batched
+(all test queries in one call), threads pinned.
 
 Usage::
 
@@ -44,7 +44,7 @@ from georag.batch import scores_to_run
 from georag.experiments.folds import learned_folds
 from georag.experiments.significance import holm_tests, interval_rows, per_query_arrays
 from georag.experiments.training import Training, add_training_options, fit
-from georag.perf.timing import median_single_ms, timed
+from georag.perf.timing import measure, timed
 from georag.rerank.registry import make_reranker
 from georag.resources import DEFAULT_MODEL
 from georag.retrieval.corpus_graph import build_corpus_graph
@@ -149,17 +149,19 @@ def table(rows: list[dict]) -> str:
 
 
 def graph_costs(datasets: list[str], args, encoder) -> list[dict]:
-    """Build time (not cached) and size of each corpus graph."""
+    """Build time (wall and process CPU; not cached) and size of each corpus graph."""
     out = []
     for dataset in datasets:
         corpus = load_query_set(dataset, data_dir=args.data_dir, encoder=encoder).corpus
         texts = [f"{t} {x}".strip() for t, x in zip(corpus.titles, corpus.texts)]
         for kind in args.graphs:
+            cpu = time.process_time()
             graph, seconds = timed(
                 lambda kind=kind, c=corpus, t=texts: build_corpus_graph(
                     c.doc_ids, kind=kind, k=args.k, embeddings=c.embeddings, texts=t
                 )
             )
+            cpu = time.process_time() - cpu
             out.append(
                 {
                     "dataset": dataset,
@@ -167,6 +169,7 @@ def graph_costs(datasets: list[str], args, encoder) -> list[dict]:
                     "docs": graph.num_docs,
                     "k": graph.k,
                     "build_s": seconds,
+                    "cpu_s": cpu,
                     "mib": graph.nbytes / 2**20,
                     "load": os.getloadavg()[0],
                 }
@@ -175,34 +178,52 @@ def graph_costs(datasets: list[str], args, encoder) -> list[dict]:
     return out
 
 
+def timings(fn, pool, samples: int):
+    """``fn``'s :class:`~georag.perf.timing.Timing` at B=1 (``samples`` queries of ``pool``
+    spread evenly, after two untimed) and batched (all of ``pool`` in one call)."""
+    step = pool.batch_size // samples
+    with torch.no_grad():
+        single = measure(
+            lambda i: fn(pool.slice(i * step, i * step + 1)), repeats=samples, warmup=2
+        )
+        batched = measure(lambda i: fn(pool), repeats=1, per=pool.batch_size)
+    return single, batched
+
+
 def latency(dataset: str, args, encoder) -> list[dict]:
-    """ms per query: gar (dense graph) beside its scorer alone, B=1 and batched."""
+    """ms per query, wall and process CPU (medians), of each scorer alone and of gar (dense
+    graph) with it, at B=1 and batched. The map is the untrained identity map: its cost does
+    not depend on its weights."""
     queries = load_query_set(dataset, split="test", data_dir=args.data_dir, encoder=encoder)
     corpus, batch = queries.corpus, queries.batch
+    specs = {"dense": ("none", {}), "map": ("learned_map", {})}
     out = []
     for budget in args.budgets:
-        stage = gar_stage("none", {}, "dense", budget, corpus, args)
-        pool = stage.dense_pool(batch)
-        scorer = make_reranker("none")
-        for name, fn in (("dense alone", scorer), ("gar dense + dense", stage.expand)):
-            single = median_single_ms(
-                lambda i, fn=fn, pool=pool: fn(pool.slice(i, i + 1)),
-                pool.batch_size,
-                samples=args.latency_samples,
-            )
-            _, seconds = timed(lambda fn=fn, pool=pool: fn(pool))
-            out.append(
-                {
-                    "dataset": dataset,
-                    "method": f"{name} (c={budget})",
-                    "ms_b1": single,
-                    "ms_batched": 1000 * seconds / pool.batch_size,
-                    "queries": pool.batch_size,
-                    "threads": torch.get_num_threads(),
-                    "load": os.getloadavg()[0],
-                }
-            )
-            print(f"  latency {out[-1]}", flush=True)
+        pool = gar_stage("none", {}, "dense", budget, corpus, args).dense_pool(batch)
+        samples = min(args.latency_samples, pool.batch_size)
+        for name in args.scorers:
+            spec, options = specs[name]
+            stages = {
+                f"{name} alone": make_reranker(spec, options),
+                f"gar dense + {name}": gar_stage(spec, options, "dense", budget, corpus, args),
+            }
+            for label, stage in stages.items():
+                fn = stage.expand if label.startswith("gar") else stage
+                single, batched = timings(fn, pool, samples)
+                out.append(
+                    {
+                        "dataset": dataset,
+                        "method": f"{label} (c={budget})",
+                        "ms_b1": single.median,
+                        "cpu_ms_b1": single.cpu_median,
+                        "ms_batched": batched.median,
+                        "cpu_ms_batched": batched.cpu_median,
+                        "queries": pool.batch_size,
+                        "threads": torch.get_num_threads(),
+                        "load": os.getloadavg()[0],
+                    }
+                )
+                print(f"  latency {out[-1]}", flush=True)
     return out
 
 
@@ -218,9 +239,9 @@ def markdown(records: list[dict], keys: tuple[str, ...]) -> str:
 def parse_args(argv=None):
     parser = harness.bench_parser(__doc__, repeats=None, out="--json", device=False)
     parser.set_defaults(threads=1)
-    parser.add_argument("--datasets", nargs="+", default=["scifact", "cranfield", "cisi"])
+    parser.add_argument("--datasets", nargs="*", default=["scifact", "cranfield", "cisi"])
     parser.add_argument("--graph-datasets", nargs="*", default=None, help="default: --datasets")
-    parser.add_argument("--latency-dataset", default="scifact")
+    parser.add_argument("--latency-dataset", default="scifact", help="'': no cost table")
     parser.add_argument("--latency-samples", type=int, default=20)
     parser.add_argument("--budgets", nargs="+", type=int, default=[100, 1000])
     parser.add_argument("--graphs", nargs="+", default=["dense", "bm25"])
@@ -260,11 +281,13 @@ def main(argv=None) -> None:
         atomic_write(Path(args.out), "\n\n".join(sections) + "\n")  # each section when done
     graph_sets = args.datasets if args.graph_datasets is None else args.graph_datasets
     graphs = graph_costs(graph_sets, args, encoder)
-    keys = ("dataset", "graph", "docs", "k", "build_s", "mib", "load")
+    keys = ("dataset", "graph", "docs", "k", "build_s", "cpu_s", "mib", "load")
     sections.append("### corpus graphs\n\n" + markdown(graphs, keys))
     timing = latency(args.latency_dataset, args, encoder) if args.latency_dataset else []
-    keys = ("method", "ms_b1", "ms_batched", "queries", "threads", "load")
-    sections.append(f"### cost ({args.latency_dataset})\n\n" + markdown(timing, keys))
+    if timing:
+        keys = ("method", "ms_b1", "cpu_ms_b1", "ms_batched", "cpu_ms_batched", "queries")
+        keys += ("threads", "load")
+        sections.append(f"### cost ({args.latency_dataset})\n\n" + markdown(timing, keys))
     print("\n\n".join(sections[-2:]))
     atomic_write(Path(args.out), "\n\n".join(sections) + "\n")
     bench.finish({"quality": results, "graphs": graphs, "latency": timing, "time": time.time()})

@@ -98,6 +98,17 @@ def test_bad_input_is_one_line_naming_the_argument(tmp_path):
         _stage(tmp_path).expand(pool)
 
 
+def test_a_scorer_needing_a_feature_is_one_line_naming_it(tmp_path):
+    """gar gives its scorer the candidates' embeddings, scores and texts, no features."""
+    corpus = synthetic_corpus(tmp_path)
+    options = {"learned_adapter": {"features": ("bm25",), "dim": 8}}
+    stage = _stage(tmp_path, scorer="learned_adapter", scorer_options=options).fit(corpus)
+    pool = stage.dense_pool(synthetic_queries(corpus))
+    with pytest.raises(ValueError, match=r"^features: learned_adapter needs bm25") as err:
+        stage.expand(pool)
+    assert "\n" not in str(err.value)
+
+
 def test_the_runner_hands_gar_the_shared_pool(tmp_path):
     """``evaluate_methods`` runs gar on the pool it is given, not on a pool of its own: a
     pool in reverse order starts the alternation from its tail and ends elsewhere."""

@@ -6,7 +6,7 @@ import networkx as nx
 import numpy as np
 import pytest
 import torch
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from georag.batch import CandidateBatch, Corpus, QueryBatch
@@ -87,6 +87,7 @@ def test_ppr_matches_networkx_on_components_and_isolated_nodes(knn):
     damping=st.floats(0.05, 0.95),
     share=st.floats(0.01, 1.0),
 )
+@example(n=5, p=4, seed=12309967, damping=0.95, share=0.01)  # off by 3.8 rtol at tol 1e-13
 def test_ppr_matches_networkx_on_random_bipartite_graphs(n, p, seed, damping, share):
     gen = torch.Generator().manual_seed(seed)
     links = torch.rand(n, p, generator=gen) < 0.35  # some passages and phrases isolated
@@ -102,10 +103,13 @@ def test_ppr_matches_networkx_on_random_bipartite_graphs(n, p, seed, damping, sh
     )
     csr = graph.to_csr(torch.float64)
     scores = torch.rand(2, n, generator=gen, dtype=torch.float64)
-    weights = torch.rand(2, p, generator=gen, dtype=torch.float64) * (torch.rand(2, p) < 0.5)
+    some = torch.rand(2, p, generator=gen) < 0.5
+    weights = torch.rand(2, p, generator=gen, dtype=torch.float64) * some
     tele = teleport(scores, weights, num_sources=2, passage_weight=share)
     torch.testing.assert_close(tele.sum(dim=0), torch.ones(2, dtype=torch.float64))
-    ours = personalized_pagerank(csr, tele, damping=damping, tol=1e-13, max_iter=5000)
+    # both stop at an L1 change below N * tol, which leaves up to N * tol * d / (1 - d) of
+    # error; at networkx's tol both meet rtol 1e-8 (tol 1e-13 does not at d = 0.95)
+    ours = personalized_pagerank(csr, tele, damping=damping, tol=1e-14, max_iter=5000)
     for b in range(2):
         ref = _networkx_ppr(csr, tele[:, b].numpy(), damping)
         np.testing.assert_allclose(ours[:, b].numpy(), ref, rtol=1e-8, atol=1e-12)
