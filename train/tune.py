@@ -5,7 +5,10 @@ optuna's TPE sampler ("Algorithms for Hyper-Parameter Optimization", Bergstra et
 maximizing mean NDCG@10 over the *training* queries (training and validation rows of the
 split; never a report or test query). Each trial is one inference pass of the reranker
 with those knob values, so "tuned" and "learned" start from the same paper defaults
-(trial 0), search the same parameters and see the same queries.
+(trial 0), search the same parameters and see the same queries. The trial sequence depends
+on the knobs' names as well as on the seed: optuna's multivariate TPE (its default for one
+objective) orders the search space by name before it draws, so renaming a knob can change
+the trials and the tuned result.
 """
 
 from __future__ import annotations
