@@ -20,9 +20,11 @@ the same run extrapolate (log-log, slope at least 1) past the cap. Kernels:
 - ``ricci``: sparse Ollivier-Ricci curvature (exact) of ``--ricci-edges`` random edges of
   the IVF k-NN graph (all when 0), ms per edge, max difference to POT's network simplex on
   ``--pot-edges`` of them;
-- ``grc``: GraphRicciCurvature 0.6.1 (OTD, in ``.venv-peers``, proc = threads) on the first
-  ``--grc-edges`` of those edges, all-pairs shortest paths where the N x N float64 matrix
-  fits ``--max-gib`` / 2, pairwise ones beyond, max difference to georag's exact path;
+- ``grc``: GraphRicciCurvature 0.6.1 (OTD, in ``.venv-peers`` or ``--peer-python``, proc =
+  threads) on the first ``--grc-edges`` of those edges, all-pairs shortest paths where the
+  N x N float64 matrix fits ``--max-gib`` / 2, pairwise ones beyond, timed inside the peer
+  (its constructor and ``compute_ricci_curvature_edges``), max difference to georag's exact
+  path;
 - ``corpus_graph_dense`` / ``corpus_graph_bm25``: the GAR corpus graph
   (:mod:`georag.retrieval.corpus_graph`, k=16) from the embeddings / the texts;
 - ``lorentz``: HyTE-H Lorentz index (untrained projection) build of the texts, then hybrid
@@ -36,7 +38,8 @@ Per case: wall and process CPU seconds of the timed part (children included), th
 average at its start and end. Then the log-log slope of seconds against size per timing
 and thread count (Ricci and GRC: the whole graph, ms per edge x edges), the 1e7
 extrapolation, and the plot. ``--report`` redoes the tables and the plot from the JSON of
-earlier runs (``--out``)::
+earlier runs (``--out``); ``--prior`` adds an earlier run's rows to a new run's (larger
+sizes after smaller ones)::
 
     python scripts/bench/bench_scale.py --sizes scifact 10000 100000 --threads-list 1 2 \\
         --max-seconds 240 --data-dir ../shared/data --out runs/scale.json --plot docs/scale.png
@@ -72,7 +75,9 @@ KERNELS = (
 )
 DIM, K, GAR_K, QUERIES = 384, 10, 16, 256
 SCIFACT_DOCS = 5183
-FLOPS_PER_S = 2e10  # per thread, for the time estimates that decide a skip
+#: Per thread, for the time estimates that decide a skip (faiss' flat search of SciFact on
+#: this machine: 2.1e10 flops in 0.29 CPU seconds).
+FLOPS_PER_S = 5e10
 WHOLE_GRAPH = ("ricci", "grc")  # timed on sampled edges; slopes use ms per edge x edges
 #: Single-threaded code (numba without parallel loops, prpack, bm25s at n_threads=0): run
 #: at one thread only, a second thread would time the same work.
@@ -310,6 +315,8 @@ def ricci_case(kernel: str, size: str, x, label, args) -> tuple[dict, dict]:
         subset = subset[: args.grc_edges]
     e, lengths_t, subset_t = map(torch.from_numpy, (edges, lengths, subset))
     extra: dict = {"edges": int(total), "ricci_edges": len(subset)}
+    triangle = torch.tensor([[0, 1, 2], [1, 2, 0]])
+    sparse_ollivier_ricci(triangle, torch.ones(3, dtype=torch.float64), 3)  # numba loaded
     if kernel == "ricci":
         with Clock() as clock:
             kappa = sparse_ollivier_ricci(e, lengths_t, n, subset=subset_t, method="exact")
@@ -323,9 +330,9 @@ def ricci_case(kernel: str, size: str, x, label, args) -> tuple[dict, dict]:
         return {kernel: clock}, extra
     from bench_sparse_ricci import PEER_SCRIPT
 
-    peer = peer_python()
+    peer = args.peer_python or peer_python()
     if peer is None:
-        raise SystemExit("grc: no .venv-peers (make peers)")
+        raise SystemExit("grc: no .venv-peers (make peers) and no --peer-python")
     mode = "all_pairs" if 8.0 * n * n <= args.max_gib * 2**30 / 2 else "pairwise"
     with tempfile.TemporaryDirectory() as tmp:
         inp, out = Path(tmp) / "g.npz", Path(tmp) / "kappa.npy"
@@ -338,14 +345,17 @@ def ricci_case(kernel: str, size: str, x, label, args) -> tuple[dict, dict]:
                 text=True,
             )
         theirs = np.load(out)
-    inside = json.loads(done.stdout.strip().splitlines()[-1])
+    inside = Clock()  # GRC's own calls, without the peer's start and its networkx graph
+    inside.wall, inside.cpu = (
+        json.loads(done.stdout.strip().splitlines()[-1])[key] for key in ("seconds", "cpu_seconds")
+    )
     ours = sparse_ollivier_ricci(e, lengths_t, n, subset=subset_t, method="exact").numpy()
     extra.update(
         shortest_path=mode,
-        grc_seconds_inside=inside["seconds"],
+        grc_process_seconds=clock.wall,
         max_diff_to_georag=float(np.abs(theirs - ours).max()),
     )
-    return {kernel: clock}, extra
+    return {kernel: inside}, extra
 
 
 def corpus_graph_case(kernel: str, size: str, x, label, args) -> tuple[dict, dict]:
@@ -466,14 +476,16 @@ def slope(points: list[tuple[float, float]]) -> float | None:
     return float(np.polyfit(size, seconds, 1)[0])
 
 
-def series_of(rows: list[dict], *, cpu: bool = False) -> dict:
+def series_of(rows: list[dict], *, cpu: bool = False, whole_graph: bool = True) -> dict:
     """``{(timing, threads): [(n, seconds), ...]}`` of the measured rows; Ricci and GRC
-    scaled from their sampled edges to the whole graph (seconds / sampled x edges)."""
+    scaled from their sampled edges to the whole graph (seconds / sampled x edges) unless
+    ``whole_graph`` is False."""
     series: dict = {}
     for row in rows:
         if row["skipped"]:
             continue
-        scale = row["edges"] / row["ricci_edges"] if row["kernel"] in WHOLE_GRAPH else 1.0
+        whole = whole_graph and row["kernel"] in WHOLE_GRAPH
+        scale = row["edges"] / row["ricci_edges"] if whole else 1.0
         for name, timing in row["timings"].items():
             seconds = timing["cpu_seconds" if cpu else "seconds"] * scale
             series.setdefault((name, row["threads"]), []).append((row["n"], seconds))
@@ -496,6 +508,9 @@ def main() -> None:
     parser.add_argument("--ricci-edges", type=int, default=20000, help="0: every edge")
     parser.add_argument("--pot-edges", type=int, default=2000)
     parser.add_argument("--grc-edges", type=int, default=20000, help="of the Ricci edges")
+    parser.add_argument(
+        "--peer-python", default=None, help="python of GraphRicciCurvature (.venv-peers)"
+    )
     parser.add_argument("--lorentz-queries", type=int, default=100, help="B=1 searches")
     parser.add_argument("--work", default="runs/bench_scale", help="centres and graphs cache")
     parser.add_argument(
@@ -503,6 +518,12 @@ def main() -> None:
     )
     parser.add_argument("--plot", default=None, help="log-log PNG of seconds against size")
     parser.add_argument("--report", nargs="+", type=Path, help="tables from earlier --out JSON")
+    parser.add_argument(
+        "--prior",
+        nargs="+",
+        type=Path,
+        help="earlier --out JSON: their rows inform the skips and join the tables",
+    )
     parser.add_argument(
         "--case", nargs=3, metavar=("KERNEL", "SIZE", "THREADS"), help=argparse.SUPPRESS
     )
@@ -514,8 +535,7 @@ def main() -> None:
         print(json.dumps(run_case(kernel, size, int(threads), args)))
         return
     if args.report:
-        rows = [r for path in args.report for r in json.loads(path.read_text())["results"]["rows"]]
-        report(rows, args)
+        report([row for path in args.report for row in read_rows(path)], args)
         return
     bench = start(
         args,
@@ -538,6 +558,7 @@ def main() -> None:
     )
     if any(s != "scifact" for s in args.sizes):
         centres_file(Path(args.work), args.data_dir, args.centres, args.centres_dataset)
+    prior = [row for path in args.prior or [] for row in read_rows(path)]
     rows: list[dict] = []
     for size in args.sizes:  # every kernel at a size before the next size
         n = SCIFACT_DOCS if size == "scifact" else int(size)
@@ -545,9 +566,14 @@ def main() -> None:
             for threads in args.threads_list:
                 if threads > 1 and kernel in SINGLE_THREADED:
                     continue
-                rows.append(run_one(kernel, size, n, threads, rows, args))
-    report(rows, args)
+                rows.append(run_one(kernel, size, n, threads, prior + rows, args))
+    report(prior + rows, args)
     bench.finish({"rows": rows})
+
+
+def read_rows(path: Path) -> list[dict]:
+    """The case rows of an earlier run's ``--out`` JSON."""
+    return json.loads(path.read_text())["results"]["rows"]
 
 
 def run_one(kernel: str, size: str, n: int, threads: int, rows: list[dict], args) -> dict:
@@ -556,7 +582,7 @@ def run_one(kernel: str, size: str, n: int, threads: int, rows: list[dict], args
     reason = estimate(kernel, n, threads, args)
     if args.stop_after and time.time() - STARTED > args.stop_after:
         reason = f"not started: past --stop-after {args.stop_after:.0f} s"
-    done_before = series_of([r for r in rows if r["kernel"] == kernel])
+    done_before = series_of([r for r in rows if r["kernel"] == kernel], whole_graph=False)
     for (name, t), points in done_before.items():
         guess = extrapolate(points, n) if t == threads and reason is None else None
         if guess is not None and guess > args.max_seconds:
@@ -602,6 +628,7 @@ NOTES = (
     "max_diff_to_pot",
     "shortest_path",
     "max_diff_to_georag",
+    "grc_process_seconds",
     "rows_padded",
     "chunks",
 )

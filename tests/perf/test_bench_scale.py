@@ -82,3 +82,16 @@ def test_edge_sample_is_sorted_distinct_or_everything(scale):
     assert len(np.unique(pick)) == 100 and np.all(np.diff(pick) > 0)
     assert np.array_equal(scale.edge_sample(10, 0), np.arange(10))
     assert np.array_equal(scale.edge_sample(10, 50), np.arange(10))
+
+
+def test_series_can_keep_the_sampled_edges_time(scale):
+    row = {
+        "kernel": "grc",
+        "n": 100,
+        "threads": 1,
+        "skipped": None,
+        "edges": 1000,
+        "ricci_edges": 100,
+        "timings": {"grc": {"seconds": 2.0, "cpu_seconds": 1.0}},
+    }
+    assert scale.series_of([row], whole_graph=False) == {("grc", 1): [(100, 2.0)]}
