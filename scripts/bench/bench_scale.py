@@ -661,28 +661,28 @@ def report(rows: list[dict], args) -> None:
                 notes_here = notes
             print(f"{head} {figures} | {load} | {notes_here} |")
     print(
-        "\n| timing | threads | sizes | slope wall | slope CPU | wall s at 1e7 (extrapolated) "
-        "|\n|---|---:|---|---:|---:|---:|"
+        "\n| timing | threads | sizes | slope wall | slope CPU | at 1e7 (extrapolated): wall s "
+        "| CPU s |\n|---|---:|---|---:|---:|---:|---:|"
     )
     series, cpu_series = series_of(rows), series_of(rows, cpu=True)
     for key, points in series.items():
         sizes = ", ".join(f"{n:g}" for n, _ in sorted(points))
         fitted, fitted_cpu = slope(points), slope(cpu_series[key])
         if fitted is None:
-            print(f"| {key[0]} | {key[1]} | {sizes} | one size only | | |")
+            print(f"| {key[0]} | {key[1]} | {sizes} | one size only | | | |")
             continue
-        n_max, t_max = max(points)
+        (n_max, t_max), (_, c_max) = max(points), max(cpu_series[key])
         print(
             f"| {key[0]} | {key[1]} | {sizes} | {fitted:.2f} | {fitted_cpu:.2f} | "
-            f"{t_max * (1e7 / n_max) ** fitted:.3g} |"
+            f"{t_max * (1e7 / n_max) ** fitted:.3g} | {c_max * (1e7 / n_max) ** fitted_cpu:.3g} |"
         )
     if args.plot:
-        plot(series, args.plot)
+        plot(series, cpu_series, args.plot)
 
 
-def plot(series: dict, path: str) -> None:
-    """Log-log lines of seconds against documents, one colour per timing, dashed at 2+
-    threads."""
+def plot(series: dict, cpu_series: dict, path: str) -> None:
+    """Log-log lines of wall and CPU seconds against documents, one colour per timing,
+    dashed at 2 threads."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -690,23 +690,25 @@ def plot(series: dict, path: str) -> None:
 
     names = sorted({name for name, _ in series})
     colours = plt.get_cmap("tab20")(np.linspace(0, 1, max(len(names), 2)))
-    fig, ax = plt.subplots(figsize=(8, 5.5))
-    for (name, threads), points in sorted(series.items()):
-        points = sorted(points)
-        ax.plot(
-            [p[0] for p in points],
-            [p[1] for p in points],
-            marker="o",
-            linestyle="-" if threads == 1 else "--",
-            color=colours[names.index(name)],
-            label=f"{name} ({threads} thr)",
-        )
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlabel("documents")
-    ax.set_ylabel("wall seconds (Ricci, GRC: whole graph from sampled edges; search: per query)")
-    ax.set_title("Growth with the corpus (shared 2-core machine: wall is an upper bound)")
-    ax.legend(fontsize=6, ncol=2)
+    fig, axes = plt.subplots(1, 2, figsize=(12, 5.5), sharey=True)
+    for ax, data, what in ((axes[0], series, "wall"), (axes[1], cpu_series, "process CPU")):
+        for (name, threads), points in sorted(data.items()):
+            points = sorted(points)
+            ax.plot(
+                [p[0] for p in points],
+                [p[1] for p in points],
+                marker="o",
+                linestyle="-" if threads == 1 else "--",
+                color=colours[names.index(name)],
+                label=f"{name} ({threads} thr)",
+            )
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("documents")
+        ax.set_title(f"{what} seconds")
+    axes[0].set_ylabel("seconds (Ricci, GRC: whole graph from sampled edges; search: per query)")
+    axes[1].legend(fontsize=6, ncol=2, loc="lower right")
+    fig.suptitle("Growth with the corpus (shared 2-core machine: wall is an upper bound)")
     fig.tight_layout()
     tmp = Path(path).with_suffix(".tmp.png")
     fig.savefig(tmp, dpi=120)
