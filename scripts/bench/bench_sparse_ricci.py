@@ -21,6 +21,7 @@ import logging
 import os
 import subprocess
 import tempfile
+import time
 from pathlib import Path
 
 import numpy as np
@@ -30,21 +31,30 @@ from georag.perf.bench import bench_parser, peer_python, start
 from georag.resources import DEFAULT_MODEL
 
 PEER_SCRIPT = """
-import json, sys, time, networkx as nx, numpy as np
+import json, resource, sys, time, networkx as nx, numpy as np
 from GraphRicciCurvature.OllivierRicci import OllivierRicci
 data = np.load(sys.argv[1]); proc = int(sys.argv[3])
+shortest_path = sys.argv[4] if len(sys.argv) > 4 else "all_pairs"
 graph = nx.Graph()
 graph.add_nodes_from(range(int(data["num_nodes"])))
 graph.add_weighted_edges_from(zip(data["x"].tolist(), data["y"].tolist(), data["w"].tolist()))
+pick = data["subset"] if "subset" in data else np.arange(len(data["x"]))
+x, y = data["x"][pick], data["y"][pick]
+children = resource.getrusage(resource.RUSAGE_CHILDREN)
+cpu = time.process_time() + children.ru_utime + children.ru_stime
 start = time.perf_counter()
 options = {"proc": proc} if proc > 0 else {}
-orc = OllivierRicci(graph, method="OTD", alpha=0.5, exp_power=2, verbose="ERROR", **options)
-out = orc.compute_ricci_curvature_edges()
+orc = OllivierRicci(graph, method="OTD", alpha=0.5, exp_power=2, verbose="ERROR",
+                    shortest_path=shortest_path, **options)
+out = orc.compute_ricci_curvature_edges([(int(a), int(b)) for a, b in zip(x, y)]
+                                        if "subset" in data else None)
 seconds = time.perf_counter() - start
-kappa = np.array([out[(int(x), int(y))] if (int(x), int(y)) in out else out[(int(y), int(x))]
-                  for x, y in zip(data["x"], data["y"])])
+children = resource.getrusage(resource.RUSAGE_CHILDREN)
+cpu = time.process_time() + children.ru_utime + children.ru_stime - cpu
+kappa = np.array([out[(int(a), int(b))] if (int(a), int(b)) in out else out[(int(b), int(a))]
+                  for a, b in zip(x, y)])
 np.save(sys.argv[2], kappa)
-print(json.dumps({"seconds": seconds}))
+print(json.dumps({"seconds": seconds, "cpu_seconds": cpu}))
 """
 
 
@@ -94,6 +104,7 @@ def main() -> None:
         help="one batched row per curvature accuracy",
     )
     parser.add_argument("--no-peer", action="store_true")
+    parser.add_argument("--no-batched", action="store_true", help="the exact path only")
     args = parser.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     bench = start(
@@ -127,19 +138,28 @@ def main() -> None:
     ours = {}
     rows = []
     runs = [("exact", "cpu", "compiled", 1e-6)]
-    runs += [("batched", bench.device, args.distances, acc) for acc in args.accuracies]
+    if not args.no_batched:
+        runs += [("batched", bench.device, args.distances, acc) for acc in args.accuracies]
     for method, device, distances, accuracy in runs:
         options = {"method": method, "distances": distances, "accuracy": accuracy}
-        result = []
+        result, cpu = [], []
 
-        def solve(_, device=device, options=options, result=result):
+        def solve(_, device=device, options=options, result=result, cpu=cpu):
+            cpu0 = time.process_time()
             kappa = sparse_ollivier_ricci(edge_index.to(device), lengths.to(device), n, **options)
             result.append(kappa.cpu())
+            cpu.append(time.process_time() - cpu0)
 
         timing = bench.time(solve, repeats=args.repeats, warmup=0)
         name = f"georag sparse_ollivier_ricci method={method!r} ({device}, {distances})"
         if method == "batched":
             name += f" accuracy={accuracy:g}"
+        edges = edge_index.shape[1]
+        print(
+            f"# {name}: median {timing.median / edges:.4f} ms per edge wall, "
+            f"{1e3 * float(np.median(cpu)) / edges:.4f} ms per edge process CPU "
+            f"(CPU s per run: {', '.join(f'{c:.2f}' for c in cpu)})"
+        )
         ours[name] = result[-1]
         rows.append((name, [t / 1e3 for t in timing.samples_ms]))
     print(f"# load after georag: {os.getloadavg()}")
