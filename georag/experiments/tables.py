@@ -184,7 +184,5 @@ def learned_header(*, machine: str, threads: int, torch_version: str, corpus_top
         "draws), so a tuned row is reproducible per code version\n"
         "- corpus-level retrievers (`learned_iso`; `iso paper` = IsoRag at its defaults) rank "
         f"the top {corpus_top_k} of the whole corpus on the same folds, not the pool; `dense` "
-        "and `map alone` stay the pool rows\n"
-        "- sections whose heading names no methods come from earlier runs of "
-        "learned_diffusion and learned_maniscope\n\n"
+        "and `map alone` stay the pool rows\n\n"
     )
