@@ -19,6 +19,12 @@ Protocols (``scripts/quality/quality_learned.py``'s folds): scifact trains on ``
 seeded 5-fold cross-validation over queries, each fold reported by a map trained on the
 other four. Nothing is chosen on a report query; gar has no trained knob (paper defaults).
 
+Every row's per-query run (each report query's top 100; the ``dense alone (c=100)`` row,
+the pool's first-stage order, saved as ``dense``), the folds, the qrels, the protocol and
+each row's geometric flag (the gar rows) and training seconds (the map's, for the rows that
+use it) are saved with :func:`georag.experiments.runs.save_runs` in ``--work``
+(``<dataset>.runs.json.gz``) for ``scripts/quality/quality_combined.py``.
+
 Also: the corpus-graph build time and size of every corpus in ``--graph-datasets``, and ms
 per query (wall and process CPU) of gar beside its scorer alone at B=1 (median) and batched
 (all test queries in one call), threads pinned.
@@ -34,6 +40,7 @@ from __future__ import annotations
 import os
 import sys
 import time
+from datetime import datetime, timezone
 from pathlib import Path
 
 import torch
@@ -42,6 +49,7 @@ import georag.perf.bench as harness
 from georag._io import atomic_write
 from georag.batch import scores_to_run
 from georag.experiments.folds import learned_folds
+from georag.experiments.runs import QueryRuns, save_runs
 from georag.experiments.significance import holm_tests, interval_rows, per_query_arrays
 from georag.experiments.training import Training, add_training_options, fit
 from georag.perf.timing import measure, timed
@@ -82,9 +90,11 @@ def gar_stage(spec: str, options: dict, graph: str, budget: int, corpus, args):
 
 
 def run_dataset(dataset: str, args, encoder) -> dict:
-    """Every row's run over every fold, the qrels, training seconds."""
+    """Every row's run over every fold, the qrels, the folds' report queries, training
+    seconds."""
     runs: dict[str, dict] = {}
     qrels: dict = {}
+    report_ids: dict[str, list[str]] = {}
     train_s, notes = 0.0, []
     folds = learned_folds(
         dataset,
@@ -99,6 +109,7 @@ def run_dataset(dataset: str, args, encoder) -> dict:
         specs, spent, note = scorer_specs(train, args, Path(args.work) / dataset / label)
         train_s, notes = train_s + spent, notes + note
         qrels.update(report_q.qrels)
+        report_ids[label] = list(report_q.batch.ids)
         corpus, queries = report_q.corpus, report_q.batch
         for budget in args.budgets:
             pool = gar_stage("none", {}, "dense", budget, corpus, args).dense_pool(queries)
@@ -112,7 +123,37 @@ def run_dataset(dataset: str, args, encoder) -> dict:
                     run = scores_to_run(result.scores, result.keep, queries.ids, corpus.doc_ids)
                     runs.setdefault(f"gar {graph} + {name} (c={budget})", {}).update(run)
         print(f"  {dataset} {label}: {len(queries.ids)} report queries done", flush=True)
-    return {"runs": runs, "qrels": qrels, "train_s": train_s, "notes": notes}
+    return {
+        "runs": runs,
+        "qrels": qrels,
+        "folds": report_ids,
+        "train_s": train_s,
+        "notes": notes,
+    }
+
+
+def query_runs(dataset: str, result: dict, args, protocol: str, extra: dict) -> QueryRuns:
+    """The :class:`~georag.experiments.runs.QueryRuns` of one data set's rows."""
+    runs, rows = {}, {}
+    for name, run in result["runs"].items():
+        saved = "dense" if name == f"dense alone (c={min(args.budgets)})" else name
+        runs[saved] = run
+        scorer = name.split(" (c=")[0].removesuffix(" alone").split(" + ")[-1]
+        rows[saved] = {
+            "geometric": name.startswith("gar "),
+            "train_s": result["train_s"] if scorer == "map" else 0.0,
+        }
+    command = f"python scripts/quality/quality_gar.py {' '.join(sys.argv[1:])}"
+    return QueryRuns(
+        dataset,
+        "gar",
+        protocol,
+        command,
+        result["folds"],
+        result["qrels"],
+        runs,
+        {"rows": rows, **extra},
+    )
 
 
 def statistics(result: dict, args) -> list[dict]:
@@ -249,8 +290,8 @@ def parse_args(argv=None):
     parser.add_argument("--k", type=int, default=16)
     parser.add_argument("--batch", type=int, default=16, help="gar's scoring batch b")
     add_training_options(parser)  # the map's training and the folds, as quality_learned
-    parser.add_argument("--work", default="runs/quality_gar")
-    parser.add_argument("--out", default="runs/quality_gar/results.md")
+    parser.add_argument("--work", default="runs/combined/gar")
+    parser.add_argument("--out", default="runs/combined/gar/results.md")
     return parser.parse_args(argv)
 
 
@@ -278,6 +319,9 @@ def main(argv=None) -> None:
             + table(rows)
         )
         print(sections[-1], flush=True)
+        date = f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC, {seconds / 60:.1f} min"
+        extra = {"date": date, "load": f"{load:.1f} -> {os.getloadavg()[0]:.1f}"}
+        save_runs(args.work, query_runs(dataset, result, args, protocol, extra))
         atomic_write(Path(args.out), "\n\n".join(sections) + "\n")  # each section when done
     graph_sets = args.datasets if args.graph_datasets is None else args.graph_datasets
     graphs = graph_costs(graph_sets, args, encoder)

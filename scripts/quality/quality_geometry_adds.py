@@ -8,7 +8,10 @@ relevant documents were relevant to some training query ("seen") and on the othe
 paired randomization test of NDCG@10 of every other row against ``map`` and against the
 best non-geometric row (the one of :data:`~train.geometry_adds.NON_GEOMETRIC` with the
 highest report mean: the bar that favours the baseline), each Holm-corrected over the
-rows tested.
+rows tested. Every row's per-query run (each report query's top 100), the folds, the qrels,
+the protocol and each row's geometric flag and training seconds are saved with
+:func:`georag.experiments.runs.save_runs` in ``--work`` (``<dataset>.runs.json.gz``), so
+that ``scripts/quality/quality_combined.py`` can test them jointly with other scripts' rows.
 
 Splits: scifact trains on ``qrels/train.tsv`` (a seeded 20% held out for validation) and
 reports on test; cranfield and cisi use seeded k-fold cross-validation over queries,
@@ -33,6 +36,7 @@ import torch
 import georag.perf.bench as harness
 from georag._io import atomic_write
 from georag.experiments.folds import learned_folds, subset_training
+from georag.experiments.runs import QueryRuns, save_runs
 from georag.experiments.significance import holm_tests, interval_rows, per_query_arrays
 from georag.resources import DEFAULT_MODEL
 from georag.retrieval.encoder import TextEncoder
@@ -160,7 +164,7 @@ def parse_args(argv=None):
     )
     parser.add_argument("--resamples", type=int, default=5000)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--work", default="runs/geometry_adds")
+    parser.add_argument("--work", default="runs/combined/geometry_adds")
     parser.add_argument(
         "--render", action="store_true", help="only rewrite the tables from the runs in --work"
     )
@@ -212,6 +216,32 @@ def main(argv=None) -> None:
             "load": f"{load:.1f} -> {os.getloadavg()[0]:.1f}",
         }
         atomic_write(work / f"{dataset}.json", json.dumps(saved, indent=1, default=str))
+        row_notes = {
+            row["method"]: {
+                "geometric": row["method"] not in NON_GEOMETRIC,
+                "train_s": row["train_s"],
+            }
+            for row in rows
+        }
+        extra = {
+            "rows": row_notes,
+            "seen": result["seen"],
+            "date": saved["date"],
+            "load": saved["load"],
+        }
+        save_runs(
+            work,
+            QueryRuns(
+                dataset,
+                "geometry_adds",
+                protocol,
+                command,
+                result["folds"],
+                result["qrels"],
+                result["runs"],
+                extra,
+            ),
+        )
         atomic_write(work / f"{dataset}.md", markdown(saved))
         print(markdown(saved), flush=True)
 
