@@ -1,0 +1,190 @@
+"""One table per data set over the saved runs of the quality scripts, tested jointly.
+
+Reads ``<dataset>.runs.json.gz`` (:func:`georag.experiments.runs.save_runs`) of every data set
+from each ``--sources`` folder (by default those of ``quality_geometry_adds.py``,
+``quality_gar.py`` and ``quality_multihop.py``), merges them when they agree
+(:func:`georag.experiments.combined.merge`: same judged queries, qrels and report folds, the
+shared ``dense`` row equal) and writes, per data set, every row with NDCG@10, Recall@10,
+MRR@10 (Recall@5 and Recall@2 first on the multi-hop sets) and the pool recall R@100, 95%
+percentile bootstrap intervals, and paired randomization tests of the tested metric
+(NDCG@10; Recall@5 on the multi-hop sets) against ``map`` and against the best non-geometric
+row, each family Holm-corrected over every row of the table. Also a plot: per data set, the
+difference of each geometric row to the best bar with the 95% bootstrap interval of the
+paired difference, sorted, the rows with Holm p < 0.05 marked.
+
+Usage::
+
+    python scripts/quality/quality_combined.py --out docs/combined_results.md
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from georag._io import atomic_write
+from georag.experiments.combined import (
+    ALPHA,
+    POOL,
+    combined_rows,
+    merge,
+    outcome,
+    table_metrics,
+)
+from georag.experiments.runs import load_runs, path_of
+
+DATASETS = ("scifact", "cranfield", "cisi", "musique_qa100", "hotpotqa_dev500")
+SOURCES = ("runs/combined/geometry_adds", "runs/combined/gar", "runs/combined/multihop")
+NAMES = {"ndcg@10": "NDCG@10", "recall@10": "Recall@10", "mrr@10": "MRR@10"}
+NAMES |= {"recall@5": "Recall@5", "recall@2": "Recall@2", POOL: "pool R@100"}
+
+
+def _p(row: dict, key: str) -> str:
+    if f"holm_{key}" not in row:
+        return " | "
+    mark = "**" if row[f"holm_{key}"] < ALPHA else ""
+    return f"{mark}{row[f'delta_{key}']:+.4f}{mark} | {row[f'holm_{key}']:.4f}"
+
+
+def section(dataset: str, merged, rows: list[dict], best: str) -> str:
+    """The Markdown section of one data set: its sources, the table and the outcome."""
+    metrics = table_metrics(dataset)
+    lines = [f"## {dataset} ({rows[0]['queries']} report queries)", ""]
+    for path, runs in merged.sources:
+        date, load = runs.extra.get("date", "date not recorded"), runs.extra.get("load", "?")
+        lines.append(
+            f"- {runs.source} (`{path}`): `{runs.command}`; {date}, load average {load}; "
+            f"{runs.protocol}"
+        )
+    head = [f"{NAMES[m]} [95% CI]" if m != POOL else NAMES[m] for m in metrics]
+    head += ["Δ vs map", "p (Holm)", f"Δ vs best ({best}) [95% CI]", "p (Holm)", "training s"]
+    lines += [
+        "",
+        "| row | source | geometric | " + " | ".join(head) + " |",
+        "|---" * (len(head) + 3) + "|",
+    ]
+    for r in rows:
+        cells = [r["method"], r["source"], "yes" if r["geometric"] else "no"]
+        for m in metrics:
+            if m == POOL:
+                cells.append(f"{r[m]:.4f}" if r["pool"] else "–")
+            else:
+                cells.append(f"{r[m]:.4f} [{r[m + '_ci'][0]:.4f}, {r[m + '_ci'][1]:.4f}]")
+        cells.append(_p(r, "map"))
+        best_cell = _p(r, "best")
+        if "delta_best_ci" in r:
+            low, high = r["delta_best_ci"]
+            best_cell = best_cell.replace(" | ", f" [{low:+.4f}, {high:+.4f}] | ", 1)
+        cells.append(best_cell)
+        cells.append(f"{r['train_s']:.1f}" if r["train_s"] else "")
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n\nOutcome: " + outcome(dataset, rows, best) + "\n"
+
+
+def plot(tables: dict[str, tuple[list[dict], str]], path: Path) -> None:
+    """Per data set, Δ of each geometric row to the best bar with its 95% interval."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    sizes = [sum(r["geometric"] for r in rows) for rows, _ in tables.values()]
+    fig, axes = plt.subplots(
+        1, len(tables), figsize=(4.2 * len(tables), 0.22 * max(sizes) + 1.6), squeeze=False
+    )
+    for ax, (dataset, (rows, best)) in zip(axes[0], tables.items(), strict=True):
+        geometric = sorted(
+            (r for r in rows if r["geometric"] and "delta_best" in r),
+            key=lambda r: r["delta_best"],
+        )
+        y = np.arange(len(geometric))
+        delta = np.array([r["delta_best"] for r in geometric])
+        ci = np.array([r["delta_best_ci"] for r in geometric]).reshape(-1, 2)
+        low, high = np.maximum(0, delta - ci[:, 0]), np.maximum(0, ci[:, 1] - delta)
+        colors = ["tab:red" if r["holm_best"] < ALPHA else "tab:gray" for r in geometric]
+        ax.barh(y, delta, xerr=[low, high], color=colors, error_kw={"lw": 0.8})
+        ax.axvline(0, color="black", lw=0.8)
+        ax.set_yticks(y, [r["method"] for r in geometric], fontsize=6)
+        ax.set_title(f"{dataset}\nvs {best}", fontsize=8)
+        ax.set_xlabel(f"Δ {NAMES[table_metrics(dataset)[0]]}", fontsize=7)
+        ax.tick_params(axis="x", labelsize=6)
+    fig.suptitle("geometric rows against the best non-geometric row (red: Holm p < 0.05)", size=9)
+    fig.tight_layout()
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=130)
+    plt.close(fig)
+    atomic_write(path, buffer.getvalue())
+
+
+def document(tables: dict, sections: list[str], args) -> str:
+    """The whole results file."""
+    command = "python scripts/quality/quality_combined.py " + " ".join(sys.argv[1:])
+    summary = "\n".join(f"- {outcome(d, rows, best)}" for d, (rows, best) in tables.items())
+    return (
+        "# Combined results: every row of every quality script, tested jointly\n\n"
+        f"Generated by `{command.strip()}` from the saved per-query runs "
+        "(`georag/experiments/runs.py`) of the scripts named in each section; merging and "
+        "tests: `georag/experiments/combined.py`. Per data set the files must agree (same "
+        "judged queries and qrels, same report folds, the shared `dense` row equal; one "
+        "copy kept); a row name already in the table is suffixed with its source.\n\n"
+        "Tests: paired two-sided randomization tests (resamples "
+        f"{args.resamples}, seed {args.seed}) of the tested metric (NDCG@10; Recall@5 on "
+        "the multi-hop sets) of every row against `map` (geometry_adds' learned map) and "
+        "against the best non-geometric row (the highest report mean among the rows "
+        "flagged non-geometric: the bar that favours the baseline), each family "
+        "Holm-corrected over every row of the table but its bar; bold: Holm p < 0.05. "
+        "Intervals: 95% percentile bootstrap over queries (of the mean; of the paired "
+        "difference for Δ vs best). Pool R@100: recall of the row's top 100 (– where the "
+        "saved run holds fewer). Training s: the row's training or search wall time, "
+        "summed over folds, as its script recorded it. Plot: `docs/combined_results.png`.\n\n"
+        f"## Outcome\n\n{summary}\n\n" + "\n".join(sections)
+    )
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--datasets", nargs="+", default=list(DATASETS))
+    parser.add_argument("--sources", nargs="+", default=list(SOURCES), help="runs folders")
+    parser.add_argument("--map-row", default="map", help="the first bar")
+    parser.add_argument("--resamples", type=int, default=5000)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", default="docs/combined_results.md")
+    parser.add_argument("--plot", default=None, help="default: --out with .png")
+    args = parser.parse_args(argv)
+    if args.resamples < 1:
+        parser.error(f"--resamples: must be positive, got {args.resamples}")
+    return args
+
+
+def main(argv=None) -> None:
+    args = parse_args(argv)
+    tables, sections = {}, []
+    for dataset in args.datasets:
+        files = [path_of(folder, dataset) for folder in args.sources]
+        found = [(path, load_runs(path)) for path in files if path.is_file()]
+        if not found:
+            print(f"{dataset}: no runs file in {args.sources}", flush=True)
+            continue
+        try:
+            merged = merge(found)
+            rows, best = combined_rows(
+                merged, map_row=args.map_row, resamples=args.resamples, seed=args.seed
+            )
+        except ValueError as error:
+            raise SystemExit(str(error)) from None
+        tables[dataset] = (rows, best)
+        sections.append(section(dataset, merged, rows, best))
+        print(sections[-1], flush=True)
+    if not tables:
+        raise SystemExit(f"--sources: no runs file of {args.datasets} in {args.sources}")
+    out = Path(args.out)
+    atomic_write(out, document(tables, sections, args))
+    plot(tables, Path(args.plot) if args.plot else out.with_suffix(".png"))
+
+
+if __name__ == "__main__":
+    main()
