@@ -19,13 +19,13 @@ Usage::
 
 from __future__ import annotations
 
-import argparse
 import io
 import sys
 from pathlib import Path
 
 import numpy as np
 
+import georag.perf.bench as harness
 from georag._io import atomic_write
 from georag.experiments.combined import (
     ALPHA,
@@ -146,7 +146,8 @@ def document(tables: dict, sections: list[str], args) -> str:
 
 
 def parse_args(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = harness.bench_parser(__doc__, repeats=None, out="--json", device=False)
+    parser.set_defaults(threads=1)
     parser.add_argument("--datasets", nargs="+", default=list(DATASETS))
     parser.add_argument("--sources", nargs="+", default=list(SOURCES), help="runs folders")
     parser.add_argument("--map-row", default="map", help="the first bar")
@@ -162,6 +163,8 @@ def parse_args(argv=None):
 
 def main(argv=None) -> None:
     args = parse_args(argv)
+    config = {k: v for k, v in vars(args).items() if k != "bench_out"}
+    bench = harness.start(args, config=config, device="cpu")
     tables, sections = {}, []
     for dataset in args.datasets:
         files = [path_of(folder, dataset) for folder in args.sources]
@@ -184,6 +187,9 @@ def main(argv=None) -> None:
     out = Path(args.out)
     atomic_write(out, document(tables, sections, args))
     plot(tables, Path(args.plot) if args.plot else out.with_suffix(".png"))
+    bench.finish(
+        {dataset: {"rows": rows, "best": best} for dataset, (rows, best) in tables.items()}
+    )
 
 
 if __name__ == "__main__":
