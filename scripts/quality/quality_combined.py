@@ -93,10 +93,17 @@ def plot(tables: dict[str, tuple[list[dict], str]], path: Path) -> None:
     import matplotlib.pyplot as plt
 
     sizes = [sum(r["geometric"] for r in rows) for rows, _ in tables.values()]
+    columns = min(3, len(tables))
+    lines = -(-len(tables) // columns)
     fig, axes = plt.subplots(
-        1, len(tables), figsize=(4.2 * len(tables), 0.22 * max(sizes) + 1.6), squeeze=False
+        lines,
+        columns,
+        figsize=(5.5 * columns, (0.2 * max(sizes) + 1.4) * lines),
+        squeeze=False,
     )
-    for ax, (dataset, (rows, best)) in zip(axes[0], tables.items(), strict=True):
+    for ax in axes.flat[len(tables) :]:
+        ax.set_axis_off()
+    for ax, (dataset, (rows, best)) in zip(axes.flat, tables.items()):
         geometric = sorted(
             (r for r in rows if r["geometric"] and "delta_best" in r),
             key=lambda r: r["delta_best"],
@@ -112,7 +119,7 @@ def plot(tables: dict[str, tuple[list[dict], str]], path: Path) -> None:
         ax.set_title(f"{dataset}\nvs {best}", fontsize=8)
         ax.set_xlabel(f"Δ {NAMES[table_metrics(dataset)[0]]}", fontsize=7)
         ax.tick_params(axis="x", labelsize=6)
-    fig.suptitle("geometric rows against the best non-geometric row (red: Holm p < 0.05)", size=9)
+    fig.suptitle("Δ to the best non-geometric row, 95% CI (red: Holm p < 0.05)", size=9)
     fig.tight_layout()
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=130)
@@ -120,7 +127,7 @@ def plot(tables: dict[str, tuple[list[dict], str]], path: Path) -> None:
     atomic_write(path, buffer.getvalue())
 
 
-def document(tables: dict, sections: list[str], args) -> str:
+def document(tables: dict, sections: list[str], args, picture: Path) -> str:
     """The whole results file."""
     command = "python scripts/quality/quality_combined.py " + " ".join(sys.argv[1:])
     summary = "\n".join(f"- {outcome(d, rows, best)}" for d, (rows, best) in tables.items())
@@ -140,7 +147,10 @@ def document(tables: dict, sections: list[str], args) -> str:
         "Intervals: 95% percentile bootstrap over queries (of the mean; of the paired "
         "difference for Δ vs best). Pool R@100: recall of the row's top 100 (– where the "
         "saved run holds fewer). Training s: the row's training or search wall time, "
-        "summed over folds, as its script recorded it. Plot: `docs/combined_results.png`.\n\n"
+        "summed over folds, as its script recorded it. Geometric: as the source flags the "
+        "row (geometry_adds: all but dense, prior, map, map+bm25, map+prf and ltr; gar: the "
+        "gar rows, which expand through a corpus graph; multihop: its own flags). Plot: "
+        f"`{picture}`.\n\n"
         f"## Outcome\n\n{summary}\n\n" + "\n".join(sections)
     )
 
@@ -185,8 +195,9 @@ def main(argv=None) -> None:
     if not tables:
         raise SystemExit(f"--sources: no runs file of {args.datasets} in {args.sources}")
     out = Path(args.out)
-    atomic_write(out, document(tables, sections, args))
-    plot(tables, Path(args.plot) if args.plot else out.with_suffix(".png"))
+    picture = Path(args.plot) if args.plot else out.with_suffix(".png")
+    atomic_write(out, document(tables, sections, args, picture))
+    plot(tables, picture)
     bench.finish(
         {dataset: {"rows": rows, "best": best} for dataset, (rows, best) in tables.items()}
     )
