@@ -20,6 +20,7 @@ Usage::
 from __future__ import annotations
 
 import io
+import os
 import sys
 from pathlib import Path
 
@@ -130,6 +131,7 @@ def plot(tables: dict[str, tuple[list[dict], str]], path: Path) -> None:
 def document(tables: dict, sections: list[str], args, picture: Path) -> str:
     """The whole results file."""
     command = "python scripts/quality/quality_combined.py " + " ".join(sys.argv[1:])
+    embed = os.path.relpath(picture, Path(args.out).parent)
     summary = "\n".join(f"- {outcome(d, rows, best)}" for d, (rows, best) in tables.items())
     return (
         "# Combined results: every row of every quality script, tested jointly\n\n"
@@ -151,7 +153,8 @@ def document(tables: dict, sections: list[str], args, picture: Path) -> str:
         "row (geometry_adds: all but dense, prior, map, map+bm25, map+prf and ltr; gar: the "
         "gar rows, which expand through a corpus graph; multihop: its own flags). Plot: "
         f"`{picture}`.\n\n"
-        f"## Outcome\n\n{summary}\n\n" + "\n".join(sections)
+        f"## Outcome\n\n{summary}\n\n![Δ of the geometric rows to the best bar]({embed})\n\n"
+        + "\n".join(sections)
     )
 
 
