@@ -38,6 +38,7 @@ Usage::
 from __future__ import annotations
 
 import os
+import shlex
 import sys
 import time
 from datetime import datetime, timezone
@@ -143,7 +144,7 @@ def query_runs(dataset: str, result: dict, args, protocol: str, extra: dict) -> 
             "geometric": name.startswith("gar "),
             "train_s": result["train_s"] if scorer == "map" else 0.0,
         }
-    command = f"python scripts/quality/quality_gar.py {' '.join(sys.argv[1:])}"
+    command = "python scripts/quality/quality_gar.py " + shlex.join(sys.argv[1:])
     return QueryRuns(
         dataset,
         "gar",
