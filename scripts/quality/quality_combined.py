@@ -56,11 +56,10 @@ def section(dataset: str, merged, rows: list[dict], best: str) -> str:
     metrics = table_metrics(dataset)
     lines = [f"## {dataset} ({rows[0]['queries']} report queries)", ""]
     for path, runs in merged.sources:
-        date, load = runs.extra.get("date", "date not recorded"), runs.extra.get("load", "?")
-        lines.append(
-            f"- {runs.source} (`{path}`): `{runs.command}`; {date}, load average {load}; "
-            f"{runs.protocol}"
-        )
+        when = "date and load not recorded"
+        if "date" in runs.extra:
+            when = f"{runs.extra['date']}, load average {runs.extra.get('load', '?')}"
+        lines.append(f"- {runs.source} (`{path}`): `{runs.command}`; {when}; {runs.protocol}")
     head = [f"{NAMES[m]} [95% CI]" if m != POOL else NAMES[m] for m in metrics]
     head += ["Δ vs map", "p (Holm)", f"Δ vs best ({best}) [95% CI]", "p (Holm)", "training s"]
     lines += [

@@ -196,8 +196,9 @@ def main(argv=None) -> None:
         if dataset == "scifact" and args.train_queries:
             protocol += f"; fitted on a seeded {args.train_queries} of the training queries"
         command = (
-            f"python scripts/quality/quality_geometry_adds.py --datasets {dataset} "
-            f"--epochs {args.epochs} --patience {args.patience}"
+            "python scripts/quality/quality_geometry_adds.py"
+            + (f" --data-dir {args.data_dir}" if args.data_dir else "")
+            + f" --datasets {dataset} --epochs {args.epochs} --patience {args.patience}"
             + (f" --train-queries {args.train_queries}" if args.train_queries else "")
             + ("" if args.drop_heads else " --no-drop-heads")
         )
