@@ -44,6 +44,19 @@ def _present(data_dir: Path, name: str) -> bool:
     return (data_dir / MULTIHOP_FILES.get(name, name)).exists()
 
 
+def _learned_folds(name: str, data_dir: Path, encoder):
+    """The pools of ``learned_folds`` as scripts/quality/quality_geometry_adds.py asks them."""
+    return learned_folds(
+        name,
+        data_dir=str(data_dir),
+        encoder=encoder,
+        corpus=False,
+        folds=5,
+        val_fraction=0.2,
+        seed=0,
+    )
+
+
 # the larger sets load their pools for a minute or more on a loaded 2-core machine: slow
 @pytest.mark.parametrize(
     "name",
@@ -59,15 +72,7 @@ def test_the_cv_splits_are_those_of_learned_folds(mh, data_dir, encoder, name):
         pytest.skip(f"{name} not under {data_dir}")
     args = mh.parse_args(["--data-dir", str(data_dir), "--datasets", name])
     splits = mh.folds_of(name, args, encoder)
-    folds = learned_folds(
-        name,
-        data_dir=str(data_dir),
-        encoder=encoder,
-        corpus=False,
-        folds=5,
-        val_fraction=0.2,
-        seed=0,
-    )
+    folds = _learned_folds(name, data_dir, encoder)
     assert [s[0] for s in splits] == [f.label for f in folds] == [f"fold{i}" for i in range(5)]
     # the seeded 5-fold partition (train.pools.kfold_split) of the queries in loading order
     queries = mh.load_query_set(name, data_dir=str(data_dir), encoder=encoder).batch.ids
@@ -87,15 +92,7 @@ def test_scifact_trains_on_its_training_split_and_reports_on_test(mh, data_dir, 
         pytest.skip(f"scifact not under {data_dir}")
     args = mh.parse_args(["--data-dir", str(data_dir), "--datasets", "scifact"])
     [(label, pool, train, report)] = mh.folds_of("scifact", args, encoder)
-    [fold] = learned_folds(
-        "scifact",
-        data_dir=str(data_dir),
-        encoder=encoder,
-        corpus=False,
-        folds=5,
-        val_fraction=0.2,
-        seed=0,
-    )
+    [fold] = _learned_folds("scifact", data_dir, encoder)
     assert label == fold.label == "holdout"
     assert train.batch.ids == pool.batch.query_ids == fold.train.batch.query_ids
     assert report.batch.ids == fold.report.batch.query_ids
