@@ -1,6 +1,6 @@
-"""Phrase-graph PPR on multi-hop sets, against the learned map and a BM25-fused baseline.
+"""Phrase-graph PPR against the learned map and a BM25-fused baseline, one table per data set.
 
-Rows (every one ranks the whole pooled corpus; the top 100 is kept):
+Rows (every one ranks the whole corpus; the top 100 is kept):
 
 * ``dense``: cosine of all-MiniLM-L6-v2;
 * ``map alone``: the learned map's score (``learned_map``, trained on the training
@@ -15,18 +15,33 @@ Rows (every one ranks the whole pooled corpus; the top 100 is kept):
 * ``iso paper`` and ``ppr_global``: ISO-RAG and whole-graph PPR over the passage graph at
   their defaults (no training; the reference rows of docs/learned_results.md).
 
-Tuned knobs are chosen on the training queries only, by Recall@5 over a fixed grid (ties:
-the first in grid order, which starts at weight 0, the baseline). Protocols:
-``hotpotqa_dev500``: seeded 5-fold cross-validation over its 500 questions (the folds of
-scripts/quality/quality_learned.py: the map and every knob of a fold come from the other four);
-``musique``: everything trained and tuned on ``musique_train100`` (its own corpus and
-graph) and reported on ``musique_qa100``. Statistics: mean with a 95% bootstrap interval,
-paired randomization test of Recall@5 of each graph row against ``map alone`` and
-against the best non-geometric row (the one of higher report Recall@5 among map alone and
-map+bm25, which can only favour the baseline), Holm over all tests of a data set.
+Dense, map alone and map+bm25 are the non-geometric rows; the phrase rows, iso paper and
+ppr_global the geometric ones.
+
+Splits: :func:`georag.experiments.folds.learned_folds` (the splits of
+scripts/quality/quality_geometry_adds.py and quality_learned.py, seed 0): ``scifact`` trains
+on ``qrels/train.tsv`` and reports on test; ``cranfield``, ``cisi``, ``musique_qa100`` and
+``hotpotqa_dev500`` use seeded 5-fold cross-validation over their queries (the map and every
+knob of a fold come from the other four). ``musique`` is a transfer: everything trained and
+tuned on ``musique_train100`` (its own corpus and graph), reported on ``musique_qa100``.
+
+Tuned knobs are chosen on the training queries only, by the data set's tested metric
+(:func:`georag.experiments.significance.metrics_of`: NDCG@10 on the BEIR sets, Recall@5 on
+the multi-hop ones) over a fixed grid (ties: the first in grid order, which starts at
+weight 0, the baseline). Statistics: mean with a 95% bootstrap interval, paired
+randomization test of the tested metric of each graph row against ``map alone`` and
+against the best non-geometric row (the one of highest report mean among dense, map alone
+and map+bm25, which can only favour the baseline), Holm over all tests of a data set.
 ``recall@100`` is the pool recall: the dense row's is the pool before expansion.
 
-Usage: ``python scripts/quality/quality_multihop.py --data-dir ../shared/data --threads 1``
+Every row's per-query runs go to ``--runs-out`` (:func:`georag.experiments.runs.save_runs`,
+one file per data set; the transfer as ``musique_transfer``), with the folds, the qrels,
+the protocol, the command, and per row whether it is geometric, its training seconds and
+its tuned knobs.
+
+Usage::
+
+    python scripts/quality/quality_multihop.py --data-dir ../shared/data --datasets scifact
 """
 
 from __future__ import annotations
@@ -34,7 +49,10 @@ from __future__ import annotations
 import json
 import multiprocessing
 import os
+import shlex
+import sys
 import time
+from collections.abc import Iterable
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
@@ -42,8 +60,9 @@ import torch
 
 from georag._io import atomic_write
 from georag.batch import QueryBatch, scores_to_run
-from georag.experiments.folds import training_subset
-from georag.experiments.significance import holm_tests, interval_rows, per_query_arrays
+from georag.experiments.folds import learned_folds, training_subset
+from georag.experiments.runs import QueryRuns, save_runs
+from georag.experiments.significance import holm_tests, interval_rows, metrics_of, per_query_arrays
 from georag.experiments.training import Training, add_training_options, fit
 from georag.perf.bench import bench_parser, start
 from georag.rerank.iso import IsoRag
@@ -54,22 +73,55 @@ from georag.retrieval.encoder import TextEncoder
 from georag.retrieval.passage_graph import corpus_graph
 from georag.retrieval.phrase_graph import query_phrase_weights
 from train.corpus_data import QuerySet, load_query_set
-from train.pools import kfold_split, load_pool
+from train.losses import ndcg_at_k
+from train.pools import load_pool
 
-METRICS = ("recall@5", "recall@2", "ndcg@10", "recall@100")
+TRANSFER = "musique"  # trained on musique_train100, reported on musique_qa100
+DATASETS = ("scifact", "cranfield", "cisi", "musique_qa100", "hotpotqa_dev500", TRANSFER)
+POOL_RECALL = "recall@100"
 TOP_K = 100
+CHUNK = 128  # queries per phrase-PPR solve: bounds the (N + P, B) teleport and mass
 WEIGHTS = (0.0, 0.02, 0.05, 0.1, 0.2, 0.3, 0.5, 1.0)
 BM25_WEIGHTS = (0.0, 0.02, 0.05, 0.1, 0.2, 0.3, 0.5, 1.0)
 PASSAGE_WEIGHTS = (0.05, 0.3, 1.0)
-BASELINES = ("map alone", "map+bm25")
-GRAPH_ROWS = ("map+phrase-PPR", "map+bm25+phrase-PPR", "iso paper", "ppr_global")
+GEOMETRIC = {
+    "dense": False,
+    "map alone": False,
+    "map+bm25": False,
+    "map+phrase-PPR": True,
+    "map+bm25+phrase-PPR": True,
+    "iso paper": True,
+    "ppr_global": True,
+}
+BASELINES = tuple(row for row, geometric in GEOMETRIC.items() if not geometric)
+GRAPH_ROWS = tuple(row for row, geometric in GEOMETRIC.items() if geometric)
 
 
-def recall_at(scores: torch.Tensor, gains: torch.Tensor, k: int) -> float:
-    """Mean Recall@k of score rows (B, N) against gains (B, N), ties by position."""
-    top = scores.topk(k, dim=1, sorted=True).indices
-    found = (gains.gather(1, top) > 0).sum(dim=1).float()
-    return float((found / (gains > 0).sum(dim=1).clamp_min(1)).mean())
+def metrics_for(name: str) -> tuple[str, ...]:
+    """The table's metrics of data set ``name`` (the first is tuned and tested), then the
+    pool recall."""
+    return metrics_of("musique_qa100" if name == TRANSFER else name) + (POOL_RECALL,)
+
+
+def runs_name(name: str) -> str:
+    """The data set name of ``name``'s runs file (the transfer is kept apart from the CV)."""
+    return "musique_transfer" if name == TRANSFER else name
+
+
+def mean_metric(scores: torch.Tensor, queries: QuerySet, metric: str) -> float:
+    """Mean ``recall@k`` or ``ndcg@k`` (linear gains, as pytrec_eval) of score rows
+    (B, N) over the corpus of ``queries``; ties by position."""
+    kind, _, cut = metric.partition("@")
+    k = int(cut)
+    top = scores.topk(k, dim=1, sorted=True)
+    gains = queries.gains.gather(1, top.indices)
+    if kind == "recall":
+        found = (gains > 0).sum(dim=1).float()
+        return float((found / (queries.gains > 0).sum(dim=1).clamp_min(1)).mean())
+    if kind == "ndcg":
+        keep = torch.ones_like(gains, dtype=torch.bool)
+        return float(ndcg_at_k(top.values, keep, gains, queries.ideal, k=k).mean())
+    raise ValueError(f"metric: tuning supports recall@k and ndcg@k, got {metric!r}")
 
 
 def bm25_scores(index: BM25Index, texts: list[str], n: int) -> torch.Tensor:
@@ -79,12 +131,14 @@ def bm25_scores(index: BM25Index, texts: list[str], n: int) -> torch.Tensor:
     return scores / scores.amax(dim=1, keepdim=True).clamp_min(1e-12)
 
 
-def choose(candidates: dict, gains: torch.Tensor) -> tuple:
-    """The key of the best score matrix by training Recall@5 (the first on ties)."""
-    best = max(
-        candidates,
-        key=lambda key: (recall_at(candidates[key], gains, 5), -list(candidates).index(key)),
-    )
+def choose(candidates: Iterable[tuple], queries: QuerySet, metric: str):
+    """The key of the best ``(key, scores (B, N))`` candidate by ``metric`` over ``queries``
+    (the first on ties); the candidates are scored one at a time."""
+    best, best_value = None, -float("inf")
+    for key, scores in candidates:
+        value = mean_metric(scores, queries, metric)
+        if value > best_value:
+            best, best_value = key, value
     return best
 
 
@@ -93,6 +147,7 @@ class Fold:
 
     def __init__(self, label: str, train_pool, train: QuerySet, report: QuerySet, args, work: Path):
         self.label, self.train, self.report = label, train, report
+        self.metric = args.metric
         # the knobs are tuned on all training queries, or a seeded --tune-queries of them
         rows = training_subset(len(train.batch.ids), args.tune_queries, args.seed)
         self.tune_set = train if len(rows) == len(train.batch.ids) else train.subset(rows)
@@ -101,56 +156,69 @@ class Fold:
         )
         self.map_path = work / label / "map.pt"
         self.map.save(self.map_path)
-        started = time.perf_counter()
         self.tune()
-        self.tune_s = time.perf_counter() - started
 
     def scorer(self, queries: QuerySet, **knobs) -> PhrasePPR:
         config = PhrasePPRConfig(map=str(self.map_path), **knobs)
         return PhrasePPR(config).fit(queries.corpus)
 
-    def features(self, queries: QuerySet, scorer: PhrasePPR, base: torch.Tensor) -> dict:
-        phrases = query_phrase_weights(queries.batch.texts, scorer.graph)
-        cfg = scorer.config
-        return {
-            share: phrase_ppr_feature(
-                scorer.csr,
-                base,
-                phrases,
-                num_sources=cfg.num_sources,
-                passage_weight=share,
-                damping=cfg.damping,
-                tol=cfg.tol,
-                max_iter=cfg.max_iter,
-                block_size=cfg.block_size,
-            )
-            for share in PASSAGE_WEIGHTS
-        }
+    @staticmethod
+    def features(queries: QuerySet, scorer: PhrasePPR, base: torch.Tensor) -> dict:
+        """``{passage_weight: PPR feature (B, N)}``, solved :data:`CHUNK` queries at a time."""
+        cfg, parts = scorer.config, {share: [] for share in PASSAGE_WEIGHTS}
+        for first in range(0, len(queries.batch.ids), CHUNK):
+            rows = slice(first, first + CHUNK)
+            phrases = query_phrase_weights(queries.batch.texts[rows], scorer.graph)
+            for share in PASSAGE_WEIGHTS:
+                parts[share].append(
+                    phrase_ppr_feature(
+                        scorer.csr,
+                        base[rows],
+                        phrases,
+                        num_sources=cfg.num_sources,
+                        passage_weight=share,
+                        damping=cfg.damping,
+                        tol=cfg.tol,
+                        max_iter=cfg.max_iter,
+                        block_size=cfg.block_size,
+                    )
+                )
+        return {share: torch.cat(found) for share, found in parts.items()}
 
-    def parts(self, queries: QuerySet) -> tuple[torch.Tensor, torch.Tensor, dict]:
-        scorer = self.scorer(queries)
-        base = scorer.base_scores(queries.batch)
+    @staticmethod
+    def lexical(queries: QuerySet) -> torch.Tensor:
         corpus = queries.corpus
         index = BM25Index.build([f"{t} {x}" for t, x in zip(corpus.titles, corpus.texts)])
-        lexical = bm25_scores(index, queries.batch.texts, len(corpus.doc_ids))
-        return base, lexical, self.features(queries, scorer, base)
+        return bm25_scores(index, queries.batch.texts, len(corpus.doc_ids))
 
     def tune(self) -> None:
-        base, lexical, features = self.parts(self.tune_set)
-        gains = self.tune_set.gains
-        self.b = choose({b: base + b * lexical for b in BM25_WEIGHTS}, gains)
+        """Choose ``b``, then the two phrase rows' knobs, timing each search (seconds of
+        the BM25 scores and their search, of the PPR features and their search, and of the
+        search on top of map+bm25)."""
+        q, metric, clock = self.tune_set, self.metric, time.perf_counter
+        scorer = self.scorer(q)
+        base = scorer.base_scores(q.batch)
+        self.seconds = {}
+        started = clock()
+        lexical = self.lexical(q)
+        self.b = choose(((b, base + b * lexical) for b in BM25_WEIGHTS), q, metric)
+        self.seconds["bm25"] = clock() - started
+        started = clock()
+        features = self.features(q, scorer, base)
+        grid = [(s, w) for s in PASSAGE_WEIGHTS for w in WEIGHTS]
+        self.ppr = choose(((k, base + k[1] * features[k[0]]) for k in grid), q, metric)
+        self.seconds["phrase"] = clock() - started
+        started = clock()
         fused = base + self.b * lexical
-        self.ppr = choose(
-            {(s, w): base + w * features[s] for s in PASSAGE_WEIGHTS for w in WEIGHTS}, gains
-        )
-        self.ppr_bm25 = choose(
-            {(s, w): fused + w * features[s] for s in PASSAGE_WEIGHTS for w in WEIGHTS}, gains
-        )
+        self.ppr_bm25 = choose(((k, fused + k[1] * features[k[0]]) for k in grid), q, metric)
+        self.seconds["bm25+phrase"] = clock() - started
 
     def runs(self) -> dict[str, dict]:
         """Every row's run over this split's report queries."""
         q = self.report
-        base, lexical, features = self.parts(q)
+        scorer = self.scorer(q)
+        base = scorer.base_scores(q.batch)
+        lexical, features = self.lexical(q), self.features(q, scorer, base)
         raw = q.batch.embeddings @ q.corpus.embeddings.T
         fused = base + self.b * lexical
         scores = {
@@ -172,6 +240,39 @@ class Fold:
         keep.scatter_(1, scores.topk(TOP_K, dim=1).indices, True)
         return scores_to_run(scores, keep, q.batch.ids, q.corpus.doc_ids)
 
+    def row_seconds(self) -> dict[str, float]:
+        """Training wall seconds of each row on this split: the map's training, plus the
+        searches that tune the row (0 for the untrained rows)."""
+        s, m = self.seconds, self.train_s
+        return {
+            "dense": 0.0,
+            "map alone": m,
+            "map+bm25": m + s["bm25"],
+            "map+phrase-PPR": m + s["phrase"],
+            "map+bm25+phrase-PPR": m + s["bm25"] + s["phrase"] + s["bm25+phrase"],
+            "iso paper": 0.0,
+            "ppr_global": 0.0,
+        }
+
+    def row_knobs(self) -> dict[str, dict]:
+        """The tuned knobs of each row on this split."""
+        return {
+            "dense": {},
+            "map alone": {
+                "map_val": [self.note["val_init"], self.note["val_best"]],
+                "epochs": self.note["epochs"],
+            },
+            "map+bm25": {"bm25_weight": self.b},
+            "map+phrase-PPR": {"passage_weight": self.ppr[0], "weight": self.ppr[1]},
+            "map+bm25+phrase-PPR": {
+                "bm25_weight": self.b,
+                "passage_weight": self.ppr_bm25[0],
+                "weight": self.ppr_bm25[1],
+            },
+            "iso paper": {},
+            "ppr_global": {},
+        }
+
     def knobs(self) -> dict:
         return {
             "bm25_weight": self.b,
@@ -180,40 +281,89 @@ class Fold:
             "map_val": [self.note["val_init"], self.note["val_best"]],
             "map_train_s": self.train_s,
             "tuned_on": len(self.tune_set.batch.ids),
-            "tune_s": self.tune_s,
+            "tuned_by": self.metric,
+            "tune_s": self.seconds,
         }
 
 
 def folds_of(name: str, args, encoder) -> list[tuple]:
-    """``(label, training pool, training queries, report queries)`` of each split."""
-    data = str(args.data_dir)
-    if name == "musique":
+    """``(label, training pool, training queries, report queries)`` of each split: the
+    folds of :func:`~georag.experiments.folds.learned_folds`, or the musique transfer."""
+    data = None if args.data_dir is None else str(args.data_dir)
+    if name == TRANSFER:
         pool = load_pool("musique_train100", data_dir=data, encoder=encoder)
         train = load_query_set("musique_train100", data_dir=data, encoder=encoder)
         report = load_query_set("musique_qa100", data_dir=data, encoder=encoder)
         return [("train100", pool, train, report)]
-    pool = load_pool(name, data_dir=data, encoder=encoder)
-    queries = load_query_set(name, data_dir=data, encoder=encoder)
-    if queries.batch.ids != pool.batch.query_ids:
-        raise ValueError(f"{name}: pool and corpus queries differ in order")
-    out = []
-    for fold in range(args.folds):
-        train, report = kfold_split(
-            len(queries.batch.ids), folds=args.folds, fold=fold, seed=args.seed
-        )
-        out.append(
-            (f"fold{fold}", pool.subset(train), queries.subset(train), queries.subset(report))
-        )
-    return out
+    folds = learned_folds(
+        name,
+        data_dir=data,
+        encoder=encoder,
+        corpus=True,
+        folds=args.folds,
+        val_fraction=args.val_fraction,
+        seed=args.seed,
+    )
+    return [(f.label, f.train, f.train_queries, f.report_queries) for f in folds]
 
 
-def statistics(runs: dict, qrels: dict, args) -> list[dict]:
+def protocol_of(name: str, splits: list[tuple], args) -> str:
+    """The split, the map's training and the tuning of ``name``, in words."""
+    train = args.epochs, args.patience, round(100 * args.val_fraction)
+    map_line = (
+        f"the map at most {train[0]} epochs, patience {train[1]}, a seeded {train[2]}% of "
+        "its training queries held out for early stopping"
+    )
+    tuned = f"knobs tuned by {args.metric} on " + (
+        f"a seeded {args.tune_queries} of the training queries"
+        if args.tune_queries
+        else "all training queries"
+    )
+    if name == TRANSFER:
+        split = "trained and tuned on musique_train100 (its own corpus), reported on musique_qa100"
+    elif name == "scifact":
+        split = "train on qrels/train.tsv, report on qrels/test.tsv"
+    else:
+        split = f"seeded {len(splits)}-fold cross-validation over queries, seed {args.seed}"
+    return f"{split}; {map_line}; {tuned}"
+
+
+def query_runs(name: str, parts: list[dict], args) -> QueryRuns:
+    """The :class:`~georag.experiments.runs.QueryRuns` of ``name`` from its splits'
+    :func:`run_split` results: ``extra["rows"][row]`` holds ``geometric``, ``train_s``
+    (wall seconds summed over the splits) and ``knobs`` (per split)."""
+    runs, qrels = {}, {}
+    for part in parts:
+        for row, run in part["runs"].items():
+            runs.setdefault(row, {}).update(run)
+        qrels.update(part["qrels"])
+    rows = {
+        row: {
+            "geometric": GEOMETRIC[row],
+            "train_s": sum(part["seconds"][row] for part in parts),
+            "knobs": {part["label"]: part["row_knobs"][row] for part in parts},
+        }
+        for row in runs
+    }
+    return QueryRuns(
+        dataset=runs_name(name),
+        source="multihop",
+        protocol=protocol_of(name, parts, args),
+        command=shlex.join(["python", *sys.argv]),
+        folds={part["label"]: sorted(part["qrels"]) for part in parts},
+        qrels=qrels,
+        runs=runs,
+        extra={"rows": rows, "metric": args.metric},
+    )
+
+
+def statistics(runs: dict, qrels: dict, metrics: tuple[str, ...], args) -> list[dict]:
     """Means, intervals and the Holm-corrected tests of the module docstring."""
-    _, values = per_query_arrays(runs, qrels, METRICS)
-    primary = METRICS[0]
+    _, values = per_query_arrays(runs, qrels, metrics)
+    primary = metrics[0]
     best = max(BASELINES, key=lambda n: values[n][primary].mean())
     resampling = {"resamples": args.resamples, "seed": args.seed}
-    rows = interval_rows(values, METRICS, **resampling)
+    rows = interval_rows(values, metrics, **resampling)
     # one test per distinct baseline: when the best is the map alone, the two columns agree
     against = {"map": "map alone", "best": best}
     keys = ["map"] + (["best"] if best != "map alone" else [])
@@ -230,19 +380,29 @@ def statistics(runs: dict, qrels: dict, args) -> list[dict]:
     return rows
 
 
-def markdown(rows: list[dict], seconds: dict) -> str:
-    names = {"recall@5": "R@5", "recall@2": "R@2", "ndcg@10": "NDCG@10", "recall@100": "pool R@100"}
-    best = rows[0]["best_baseline"]
+NAMES = {
+    "recall@5": "R@5",
+    "recall@2": "R@2",
+    "recall@10": "R@10",
+    "ndcg@10": "NDCG@10",
+    "mrr@10": "MRR@10",
+    POOL_RECALL: "pool R@100",
+}
+
+
+def markdown(rows: list[dict], metrics: tuple[str, ...], seconds: dict) -> str:
+    best, tested = rows[0]["best_baseline"], NAMES[metrics[0]]
     head = (
         "| method | "
-        + " | ".join(f"{names[m]} [95% CI]" for m in METRICS)
-        + f" | ΔR@5 vs map alone | p (Holm) | ΔR@5 vs {best} | p (Holm) | training s |\n|"
-        + "---|" * (len(METRICS) + 6)
+        + " | ".join(f"{NAMES[m]} [95% CI]" for m in metrics)
+        + f" | Δ{tested} vs map alone | p (Holm) | Δ{tested} vs {best} | p (Holm) "
+        + "| training s |\n|"
+        + "---|" * (len(metrics) + 6)
     )
     lines = [head]
     for r in rows:
         cells = [r["method"]] + [
-            f"{r[m]:.4f} [{r[m + '_ci'][0]:.4f}, {r[m + '_ci'][1]:.4f}]" for m in METRICS
+            f"{r[m]:.4f} [{r[m + '_ci'][0]:.4f}, {r[m + '_ci'][1]:.4f}]" for m in metrics
         ]
         for key in ("map", "best"):
             cells += (
@@ -257,7 +417,8 @@ def markdown(rows: list[dict], seconds: dict) -> str:
 
 def cost(report: QuerySet, map_path: Path, knobs: dict, bench, repeats: int) -> dict:
     """ms per query of map alone and map+phrase-PPR (a split's tuned passage weight, and a
-    weight of at least 0.1 so that PPR runs) at B=1 and batched over ``report``."""
+    weight of at least 0.1 so that PPR runs) at B=1 (the first ``repeats`` queries, cycled)
+    and batched over ``report``."""
     q, tuned = report, knobs["phrase_ppr"]
     out = {}
     for name, options in (
@@ -270,10 +431,10 @@ def cost(report: QuerySet, map_path: Path, knobs: dict, bench, repeats: int) -> 
         method = PhrasePPR(PhrasePPRConfig(map=str(map_path), **options)).fit(q.corpus)
         one = [
             QueryBatch([q.batch.ids[i]], [q.batch.texts[i]], q.batch.embeddings[i : i + 1])
-            for i in range(repeats)
+            for i in range(min(repeats, len(q.batch.ids)))
         ]
         single = bench.time(
-            lambda i, m=method, one=one: m.retrieve(one[i % repeats], top_k=TOP_K),
+            lambda i, m=method, one=one: m.retrieve(one[i % len(one)], top_k=TOP_K),
             repeats=repeats,
         )
         batched = bench.time(
@@ -292,7 +453,7 @@ _SPLITS: list[tuple] = []  # the data set's splits, inherited by forked workers
 
 
 def run_split(index: int, name: str, args) -> dict:
-    """Train, tune and run one split; its runs, qrels, knobs and CPU seconds."""
+    """Train, tune and run one split; its runs, qrels, knobs, row seconds and CPU seconds."""
     cpu = time.process_time()
     label, pool, train, report = _SPLITS[index]
     fold = Fold(label, pool, train, report, args, args.work / name)
@@ -303,7 +464,14 @@ def run_split(index: int, name: str, args) -> dict:
         f"report queries; {knobs}",
         flush=True,
     )
-    return {"label": label, "runs": runs, "qrels": report.qrels, "knobs": knobs}
+    return {
+        "label": label,
+        "runs": runs,
+        "qrels": report.qrels,
+        "knobs": knobs,
+        "seconds": fold.row_seconds(),
+        "row_knobs": fold.row_knobs(),
+    }
 
 
 def run_splits(name: str, args) -> list[dict]:
@@ -321,13 +489,10 @@ def run_splits(name: str, args) -> list[dict]:
         return [f.result() for f in futures]
 
 
-def main() -> None:
+def parse_args(argv=None):
     parser = bench_parser(__doc__, repeats=20, device=False)
     parser.add_argument(
-        "--datasets",
-        nargs="+",
-        default=["hotpotqa_dev500", "musique"],
-        choices=["hotpotqa_dev500", "musique"],
+        "--datasets", nargs="+", default=["hotpotqa_dev500", TRANSFER], choices=DATASETS
     )
     parser.add_argument(
         "--tune-queries",
@@ -340,7 +505,17 @@ def main() -> None:
     )
     add_training_options(parser)  # the map's training and the folds, as quality_learned
     parser.add_argument("--work", type=Path, default=Path("runs/quality_multihop"))
-    args = parser.parse_args()
+    parser.add_argument(
+        "--runs-out",
+        type=Path,
+        default=Path("runs/combined/multihop"),
+        help="folder of the per-query runs files (georag.experiments.runs)",
+    )
+    return parser.parse_args(argv)
+
+
+def main() -> None:
+    args = parse_args()
     bench = start(
         args,
         config={
@@ -353,38 +528,40 @@ def main() -> None:
     results = {}
     for name in args.datasets:
         started = time.perf_counter()
+        metrics = metrics_for(name)
+        args.metric = metrics[0]  # tuned on, and tested
         _SPLITS[:] = folds_of(name, args, encoder)
         for split in {id(q.corpus): q for _, _, t, r in _SPLITS for q in (t, r)}.values():
+            graph_started = time.perf_counter()
             PhrasePPR().fit(split.corpus)  # build both graphs once, before any fork
             corpus_graph(split.corpus)
-        runs, qrels, knobs = {}, {}, {}
-        for part in run_splits(name, args):
-            for row, run in part["runs"].items():
-                runs.setdefault(row, {}).update(run)
-            qrels.update(part["qrels"])
-            knobs[part["label"]] = part["knobs"]
-        # the map's training, plus the one grid search that tunes every fused row
-        trained = sum(k["map_train_s"] for k in knobs.values())
-        tuned = trained + sum(k["tune_s"] for k in knobs.values())
-        seconds = {"map alone": trained, **{n: tuned for n in ("map+bm25", *GRAPH_ROWS[:2])}}
-        rows = statistics(runs, qrels, args)
-        table = markdown(rows, seconds)
+            print(
+                f"{name}: graphs of {len(split.corpus.doc_ids)} passages ready in "
+                f"{time.perf_counter() - graph_started:.1f} s",
+                flush=True,
+            )
+        parts = run_splits(name, args)
+        saved = query_runs(name, parts, args)
+        path = save_runs(args.runs_out, saved, k=TOP_K)
+        seconds = {row: info["train_s"] for row, info in saved.extra["rows"].items()}
+        rows = statistics(saved.runs, saved.qrels, metrics, args)
+        table = markdown(rows, metrics, seconds)
         print(
             f"\n=== {name} ({rows[0]['queries']} report queries; "
-            f"{time.perf_counter() - started:.0f} s, load {os.getloadavg()[0]:.1f})\n{table}\n",
+            f"{time.perf_counter() - started:.0f} s, load {os.getloadavg()[0]:.1f}; "
+            f"runs: {path})\n{table}\n",
             flush=True,
         )
+        knobs = {part["label"]: part["knobs"] for part in parts}
+        label, report = _SPLITS[0][0], _SPLITS[0][3]
         results[name] = {
             "rows": rows,
             "knobs": knobs,
             "seconds": seconds,
+            "protocol": saved.protocol,
             "table": table,
             "cost": cost(
-                _SPLITS[0][3],
-                args.work / name / _SPLITS[0][0] / "map.pt",
-                knobs[_SPLITS[0][0]],
-                bench,
-                args.repeats,
+                report, args.work / name / label / "map.pt", knobs[label], bench, args.repeats
             ),
         }
         atomic_write(args.work / f"{name}.json", json.dumps(results[name], indent=1, default=str))
