@@ -3,9 +3,14 @@
 Synthetic corpora: ``--centres`` cluster centres fitted (faiss k-means) on SciFact's
 all-MiniLM-L6-v2 embeddings (the embedding cache, encoded when absent), each document a
 centre plus isotropic noise scaled to that cluster's residual norm, normalised; SciFact
-itself is the real point (``--sizes scifact``). A synthetic document's text, for the
-kernels that need texts, is the text of a random SciFact document of its cluster (so the
-vocabulary stays SciFact's and every text recurs about N / 5,183 times). Each (kernel,
+itself is the real point (``--sizes scifact``). The number of centres grows with N at
+SciFact's documents per centre (5,183 / 64, ``--docs-per-centre``; 0 keeps the fitted 64,
+whose clusters then grow denser with N): the new ones are drawn around the fitted ones
+(:func:`grown_centres`: a Gaussian step with the fitted centres' covariance, as long as the
+median distance between nearest fitted centres), so a larger corpus has more topics, not
+denser ones. A synthetic document's text, for the kernels that need texts, is the text of a
+random SciFact document of its centre's fitted cluster (so the vocabulary stays SciFact's and
+every text recurs about N / 5,183 times). Each (kernel,
 size, threads) case runs in its own process (peak RSS = its ru_maxrss, data generation
 included) under a wall-time cap (``--max-seconds``); a case is skipped, the reason printed,
 when its memory or flops estimate exceeds the caps, or when the kernel's smaller sizes of
@@ -128,21 +133,89 @@ def scifact_embeddings(data_dir, dataset: str = "scifact") -> np.ndarray:
     return np.ascontiguousarray(embeddings.numpy(), dtype=np.float32)
 
 
-def corpus(size: str, work: Path, data_dir, centres: int, fitted_on: str):
-    """Unit embeddings ``(N, DIM) float32`` and cluster labels ``(N,)`` (None for SciFact)."""
+def grown_centres(fit, count: int, gen: np.random.Generator) -> dict:
+    """The fitted centres, then ``count - fitted`` new ones drawn around them.
+
+    A new centre is a fitted centre (its parent, drawn by cluster weight) plus a Gaussian
+    step with the covariance of the fitted centres around their mean, scaled so that its
+    expected length is the median distance from a fitted centre to its nearest fitted
+    neighbour; it keeps its parent's norm, residual scale and weight (weights then
+    renormalised). Parents and steps are drawn in order from two streams of ``gen``, so a
+    smaller count's centres are the first ones of a larger count's (with the same seed).
+
+    Parameters
+    ----------
+    fit : mapping
+        ``centres (C, DIM)``, ``scale (C,)``, ``weight (C,)`` of :func:`centres_file`.
+    count : int
+        Number of centres wanted; at most ``C`` keeps the fitted ones.
+    gen : numpy.random.Generator
+
+    Returns
+    -------
+    dict
+        ``centres (M, DIM) float32``, ``scale (M,)``, ``weight (M,)`` summing to 1,
+        ``parent (M,)`` (the fitted centre of each; a fitted centre is its own), with
+        ``M = max(count, C)``.
+    """
+    centres, scale, weight = (
+        np.asarray(fit[k], dtype=np.float64) for k in ("centres", "scale", "weight")
+    )
+    fitted = len(centres)
+    extra = max(0, count - fitted)
+    parents, steps = gen.spawn(2)  # two streams: a count's draws prefix a larger count's
+    parent = np.concatenate(
+        [np.arange(fitted), parents.choice(fitted, extra, p=weight / weight.sum())]
+    )
+    gap = np.linalg.norm(centres[:, None] - centres[None], axis=-1)
+    np.fill_diagonal(gap, np.inf)
+    deviation = centres - centres.mean(0)
+    # (C, DIM) deviations mixed by standard normal weights: covariance deviation' deviation / C
+    step = steps.standard_normal((extra, fitted)) @ deviation / math.sqrt(fitted)
+    step *= np.median(gap.min(1)) / math.sqrt((deviation**2).sum() / fitted)
+    grown = centres[parent[fitted:]] + step
+    norm = np.linalg.norm(centres, axis=1)[parent[fitted:]]
+    grown *= (norm / np.linalg.norm(grown, axis=1))[:, None]
+    all_weight = weight[parent]
+    return {
+        "centres": np.concatenate([centres, grown]).astype(np.float32),
+        "scale": scale[parent],
+        "weight": all_weight / all_weight.sum(),
+        "parent": parent,
+    }
+
+
+def centre_count(n: int, fitted: int, docs_per_centre: float | None) -> int:
+    """Centres of an ``n``-document corpus: ``n / docs_per_centre`` (rounded), at least
+    the ``fitted`` ones; ``fitted`` whatever ``n`` when ``docs_per_centre`` is 0 or None."""
+    if not docs_per_centre:
+        return fitted
+    return max(fitted, round(n / docs_per_centre))
+
+
+def corpus(size: str, work: Path, data_dir, centres: int, fitted_on: str, docs_per_centre):
+    """Unit embeddings ``(N, DIM) float32`` and each document's fitted cluster ``(N,)``
+    (its centre's parent; None for SciFact). ``docs_per_centre`` None: the fitted data
+    set's documents per centre (SciFact: 5,183 / 64), 0: the fitted centres only."""
     if size == "scifact":
         return scifact_embeddings(data_dir), None
+    n = int(size)
     fit = np.load(centres_file(work, data_dir, centres, fitted_on))
-    gen = np.random.default_rng(int(size))
-    label = gen.choice(len(fit["weight"]), size=int(size), p=fit["weight"])
-    x = np.empty((int(size), DIM), dtype=np.float32)
-    for start_row in range(0, len(x), 100_000):
+    if docs_per_centre is None:
+        docs_per_centre = len(fit["label"]) / centres
+    grown = grown_centres(
+        fit, centre_count(n, centres, docs_per_centre), np.random.default_rng(centres)
+    )
+    gen = np.random.default_rng(n)
+    label = gen.choice(len(grown["weight"]), size=n, p=grown["weight"])
+    x = np.empty((n, DIM), dtype=np.float32)
+    for start_row in range(0, n, 100_000):
         rows = slice(start_row, start_row + 100_000)
         noise = gen.standard_normal((len(label[rows]), DIM)).astype(np.float32)
-        noise *= (fit["scale"][label[rows]] / math.sqrt(DIM))[:, None].astype(np.float32)
-        x[rows] = fit["centres"][label[rows]] + noise
+        noise *= (grown["scale"][label[rows]] / math.sqrt(DIM))[:, None].astype(np.float32)
+        x[rows] = grown["centres"][label[rows]] + noise
     x /= np.linalg.norm(x, axis=1, keepdims=True)
-    return x, label
+    return x, grown["parent"][label]
 
 
 def texts_of_clusters(
@@ -209,7 +282,10 @@ def edges_of(neighbours: np.ndarray, sims: np.ndarray) -> tuple[np.ndarray, np.n
 
 
 def graph_path(size: str, args) -> Path:
-    return Path(args.work) / f"ivf_graph_{size}_{args.centres_dataset}{args.centres}_k{K}.npz"
+    grown = "" if args.docs_per_centre is None else f"_per{args.docs_per_centre:g}"
+    return (
+        Path(args.work) / f"ivf_graph_{size}_{args.centres_dataset}{args.centres}{grown}_k{K}.npz"
+    )
 
 
 def save_graph(path: Path, sims: np.ndarray, neighbours: np.ndarray) -> None:
@@ -421,7 +497,14 @@ def run_case(kernel: str, size: str, threads: int, args) -> dict:
     torch.set_num_threads(threads)
     faiss.omp_set_num_threads(threads)
     args.threads = threads
-    x, label = corpus(size, Path(args.work), args.data_dir, args.centres, args.centres_dataset)
+    x, label = corpus(
+        size,
+        Path(args.work),
+        args.data_dir,
+        args.centres,
+        args.centres_dataset,
+        args.docs_per_centre,
+    )
     load_start = os.getloadavg()
     timings, extra = CASES[kernel](kernel, size, x, label, args)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
@@ -499,7 +582,13 @@ def main() -> None:
     parser.add_argument("--threads-list", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--max-seconds", type=float, default=240.0, help="wall cap per case")
     parser.add_argument("--max-gib", type=float, default=20.0, help="memory cap per case")
-    parser.add_argument("--centres", type=int, default=64)
+    parser.add_argument("--centres", type=int, default=64, help="k-means centres fitted")
+    parser.add_argument(
+        "--docs-per-centre",
+        type=float,
+        default=None,
+        help="centres grow as N / this (default: the fitted set's ratio; 0: fitted only)",
+    )
     parser.add_argument(
         "--centres-dataset",
         default="scifact",
@@ -549,6 +638,7 @@ def main() -> None:
                 "max_gib",
                 "centres",
                 "centres_dataset",
+                "docs_per_centre",
                 "ricci_edges",
                 "pot_edges",
                 "grc_edges",

@@ -256,3 +256,34 @@ def test_a_subset_of_edges_gives_the_same_bits():
     assert torch.equal(part, whole[subset])
     with pytest.raises(ValueError, match="subset"):
         sparse_ollivier_ricci(edge_index, lengths, n, subset=torch.tensor([10**6]))
+
+
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 2**16), isolated=st.integers(0, 4), ties=st.booleans())
+def test_searches_that_stop_at_a_long_arc_equal_whole_graph_dijkstra(seed, isolated, ties):
+    """k-NN-like components with hubs (every node's arcs scanned shortest first, the scan
+    cut at the first arc past the bound), isolated nodes between them: the compiled path
+    equals scipy's whole-graph Dijkstra with POT's network simplex within 1e-9 (float64),
+    on lengths over three decades or on a few tied lengths."""
+    gen = np.random.default_rng(seed)
+    edges, offset = [], isolated
+    for size in (30, 12, 5):
+        points = gen.standard_normal((size, 3))
+        near = np.argsort(((points[:, None] - points[None]) ** 2).sum(-1), axis=1)[:, 1:4]
+        hub = gen.integers(size)
+        edges += [(offset + i, offset + j) for i in range(size) for j in near[i]]
+        edges += [(offset + hub, offset + j) for j in range(size) if j != hub]
+        offset += size + isolated
+    pairs = np.unique(np.sort(np.array(edges, dtype=np.int64), axis=1), axis=0)
+    edge_index = torch.tensor(pairs.T.copy())
+    if ties:
+        lengths = torch.tensor(gen.integers(1, 4, len(pairs)).astype(np.float64))
+    else:
+        lengths = torch.tensor(10.0 ** gen.uniform(-2.0, 1.0, len(pairs)))
+    compiled = sparse_ollivier_ricci(edge_index, lengths, offset, pairs_per_pass=40)
+    reference = sparse_ollivier_ricci(
+        edge_index, lengths, offset, distances="scipy", method="pot", chunk=5
+    )
+    assert compiled.dtype == torch.float64
+    np.testing.assert_allclose(compiled, reference, rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(compiled, dense_exact(edge_index, lengths, offset), atol=1e-9)

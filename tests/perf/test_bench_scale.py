@@ -95,3 +95,53 @@ def test_series_can_keep_the_sampled_edges_time(scale):
         "timings": {"grc": {"seconds": 2.0, "cpu_seconds": 1.0}},
     }
     assert scale.series_of([row], whole_graph=False) == {("grc", 1): [(100, 2.0)]}
+
+
+def _fit(count: int = 8, dim: int = 16, seed: int = 0) -> dict:
+    gen = np.random.default_rng(seed)
+    centres = gen.standard_normal((count, dim)) * 0.5
+    weight = gen.random(count)
+    return {"centres": centres, "scale": gen.random(count), "weight": weight / weight.sum()}
+
+
+def test_the_centre_count_grows_at_the_fitted_ratio_never_below_the_fitted(scale):
+    assert scale.centre_count(5183, 64, 5183 / 64) == 64
+    assert scale.centre_count(100_000, 64, 5183 / 64) == round(100_000 * 64 / 5183) == 1235
+    assert scale.centre_count(1000, 64, 5183 / 64) == 64
+    assert scale.centre_count(100_000, 64, 0) == 64
+    assert scale.centre_count(100_000, 64, None) == 64
+
+
+def test_grown_centres_keep_the_fitted_ones_and_extend_a_smaller_count(scale):
+    fit = _fit()
+    small = scale.grown_centres(fit, 20, np.random.default_rng(5))
+    large = scale.grown_centres(fit, 50, np.random.default_rng(5))
+    assert large["centres"].shape == (50, 16) and len(large["parent"]) == 50
+    np.testing.assert_allclose(large["centres"][:8], fit["centres"], rtol=1e-6)
+    assert np.array_equal(large["parent"][:8], np.arange(8))
+    np.testing.assert_array_equal(small["parent"], large["parent"][:20])
+    np.testing.assert_allclose(small["centres"], large["centres"][:20])
+    assert large["weight"].sum() == pytest.approx(1.0)
+    np.testing.assert_allclose(large["scale"], fit["scale"][large["parent"]])
+    fitted_only = scale.grown_centres(fit, 3, np.random.default_rng(5))
+    assert len(fitted_only["centres"]) == 8
+
+
+def test_a_grown_centre_sits_near_its_parent_with_its_norm(scale):
+    fit = _fit(count=16, dim=64)
+    grown = scale.grown_centres(fit, 2000, np.random.default_rng(1))
+    centres = fit["centres"]
+    gap = np.linalg.norm(centres[:, None] - centres[None], axis=-1)
+    np.fill_diagonal(gap, np.inf)
+    nearest = np.median(gap.min(1))
+    parent = grown["parent"][16:]
+    step = np.linalg.norm(grown["centres"][16:] - centres[parent], axis=1)
+    assert 0.5 * nearest < np.median(step) < 1.5 * nearest
+    np.testing.assert_allclose(
+        np.linalg.norm(grown["centres"][16:], axis=1),
+        np.linalg.norm(centres[parent], axis=1),
+        rtol=1e-5,
+    )
+    # parents drawn by cluster weight
+    share = np.bincount(parent, minlength=16) / len(parent)
+    np.testing.assert_allclose(share, fit["weight"], atol=0.03)

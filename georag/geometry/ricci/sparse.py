@@ -12,7 +12,8 @@ Distances: each needed distance ``d(u, v)``, ``u`` in ``N[x]``, ``v`` in ``N[y]`
 most the three-hop path ``u - x - y - v`` (``h(u, x) + d(x, y) + h(y, v)``). By default
 (``distances="compiled"``) the pairs of a pass of edges are grouped by source node and
 each source is searched once, by a Dijkstra search compiled by numba that is pruned at
-the source's largest three-hop bound and stops as soon as every target it serves is
+the source's largest three-hop bound (each node's arcs are scanned shortest first, so a
+scan ends at its first arc past the bound) and stops as soon as every target it serves is
 settled: exact, and it touches only the neighbourhoods the supports need, never the
 whole graph. Edges are taken in passes of about ``pairs_per_pass`` cost entries (memory
 about 40 bytes each), in a reverse Cuthill-McKee order so that a pass's neighbourhoods
@@ -175,7 +176,9 @@ def _bounded_search(indptr, indices, weights, u, v, bound):  # pragma: no cover 
 
     One Dijkstra search per distinct source (the requests are grouped by ``u`` with a
     counting sort), pruned at the source's largest bound and stopped as soon as every
-    target it serves is settled. A target beyond its bound comes back as ``inf``.
+    target it serves is settled. Each node's arcs are in increasing length (CSR rows
+    sorted by weight), so a node's scan stops at its first arc past the bound. A target
+    beyond its bound comes back as ``inf``.
     """
     n = len(indptr) - 1
     first = np.zeros(n + 1, np.int64)
@@ -219,9 +222,11 @@ def _bounded_search(indptr, indices, weights, u, v, bound):  # pragma: no cover 
                 if remaining == 0:
                     break
             for a in range(indptr[x], indptr[x + 1]):
-                y = indices[a]
                 nd = d + weights[a]
-                if nd < dist[y] and nd <= limit:
+                if nd > limit:
+                    break
+                y = indices[a]
+                if nd < dist[y]:
                     if dist[y] == np.inf:
                         touched[n_touched] = y
                         n_touched += 1
@@ -636,11 +641,11 @@ def _supports(
     """
     import scipy.sparse as sp
 
-    # arcs in both directions, grouped by tail (CSR order)
+    # arcs in both directions, grouped by tail (CSR order), each tail's in increasing length
     tail = np.concatenate([x_of, y_of])
     head = np.concatenate([y_of, x_of])
     arc_w = np.concatenate([w, w])
-    order = np.lexsort((head, tail))
+    order = np.lexsort((head, arc_w, tail))
     tail, head, arc_w = tail[order], head[order], arc_w[order]
     degree = np.bincount(tail, minlength=n)
     start = np.concatenate([[0], np.cumsum(degree)])
