@@ -218,6 +218,28 @@ def test_lambdarank_learns_a_separating_feature():
         model.predict(x[..., :1], mask)
 
 
+def test_lambdarank_repeats_bit_for_bit_on_identical_inputs():
+    """deterministic=True, one thread: two fits on equal copies of the same inputs (early
+    stopping on held-out queries) stop at the same round and score identically."""
+    pytest.importorskip("lightgbm")
+    from georag.rerank.ltr import LambdaRank, LambdaRankConfig
+
+    g = torch.Generator().manual_seed(1)
+    mask = torch.rand(60, 30, generator=g) < 0.9
+    gains = (torch.rand(60, 30, generator=g) < 0.2).float() * mask
+    x = torch.stack([gains + torch.randn(60, 30, generator=g), torch.randn(60, 30)], -1)
+    config = LambdaRankConfig(features=("signal", "noise"), rounds=200, early_stopping=10)
+
+    def fit(x):
+        val = (x[40:], mask[40:], gains[40:])
+        return LambdaRank(config).fit(x[:40], mask[:40], gains[:40], val=val)
+
+    first, second = fit(x), fit(x.clone())
+    assert 0 < first.booster.best_iteration < 200  # early stopping chose the round
+    assert first.booster.best_iteration == second.booster.best_iteration
+    assert torch.equal(first.predict(x, mask), second.predict(x, mask))
+
+
 def test_rank_feature():
     from georag.rerank.ltr import rank_feature
 
