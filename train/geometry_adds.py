@@ -19,7 +19,16 @@ validation) and a report pool. On it, in this order:
   baseline's trained state, zero at start: graph smoothing (k chosen on validation) and
   the linear head over the geometric features (:mod:`georag.rerank.geo_features`);
   ``ltr+geo``: the same features in LambdaRank (gradient-free); and the feature-drop
-  rows (one feature left out at a time).
+  rows (one feature left out at a time);
+* ``map+bm25 + phrase-PPR``: ``map+bm25 + w * PPR / max PPR``, the personalized PageRank
+  mass over the corpus' passage-phrase graph (:mod:`georag.rerank.phrase_ppr`), seeded from
+  the map's scores on the pool's passages and from the query's phrases, taken at the pool's
+  documents over each query's largest there; the passage weight and ``w`` chosen on the
+  validation queries (``w`` = 0 is ``map+bm25`` itself).
+
+Among the geometric features, ``phrase_ppr`` is that mass seeded from the first-stage
+cosine with :class:`~georag.rerank.phrase_ppr.PhrasePPRConfig`'s defaults (the corpus
+graph is built once per corpus and cached).
 
 Nothing is chosen on the report pool. Every training starts by validating its starting
 state, so a trained row never exports weights that validate worse than its start.
@@ -40,6 +49,7 @@ from georag.rerank.adapter import AdapterConfig, LearnedAdapter
 from georag.rerank.doc_prior import prior_scores, relevant_elsewhere
 from georag.rerank.geo_features import HUB_FEATURES, POOL_FEATURES, hubness_features, pool_features
 from georag.rerank.ltr import LambdaRank, LambdaRankConfig, rank_feature
+from georag.rerank.phrase_ppr import PhrasePPRConfig, phrase_ppr_feature, residual_scores
 from georag.rerank.residual_heads import (
     FeatureHead,
     FeatureHeadConfig,
@@ -47,7 +57,9 @@ from georag.rerank.residual_heads import (
     GraphSmoothingConfig,
 )
 from georag.rerank.rocchio import rocchio_scores
+from georag.resources import default_cache_dir
 from georag.retrieval.bm25 import BM25Index, tokenize
+from georag.retrieval.phrase_graph import PhraseGraph, build_phrase_graph, query_phrase_weights
 from train.losses import ndcg_at_k, ranking_loss
 from train.pools import Pool, holdout_split
 
@@ -55,21 +67,30 @@ __all__ = [
     "GEO_FEATURES",
     "LTR_FEATURES",
     "NON_GEOMETRIC",
+    "PhraseCorpus",
     "PoolData",
     "Settings",
     "Stack",
     "bm25_pool_scores",
+    "phrase_ppr_pool",
     "pool_data",
     "run_fold",
     "seen_queries",
 ]
 
-GEO_FEATURES = POOL_FEATURES + HUB_FEATURES
+GEO_FEATURES = POOL_FEATURES + HUB_FEATURES + ("phrase_ppr",)
 LTR_FEATURES = ("mapped_cosine", "raw_cosine", "bm25", "rank", "prior")
 NON_GEOMETRIC = ("dense", "prior", "map", "map+bm25", "map+prf", "ltr")
 PRIOR_GRID = (0.0, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0)
 PRF_GRID = tuple((a, k) for a in (0.1, 0.25, 0.5, 1.0) for k in (3, 5, 10))
 SMOOTH_K = (5, 10, 20)
+PPR = PhrasePPRConfig()  # seeds, damping and solver of the phrase-graph PPR
+PPR_SOLVER = {
+    k: getattr(PPR, k) for k in ("num_sources", "damping", "tol", "max_iter", "block_size")
+}
+PPR_WEIGHTS = (0.0, 0.02, 0.05, 0.1, 0.2, 0.3, 0.5, 1.0)
+PPR_PASSAGE_WEIGHTS = (0.05, 0.3, 1.0)
+PPR_CHUNK = 128  # queries per PPR solve: bounds the (N + P, B) teleport and mass
 
 
 @dataclass(frozen=True)
@@ -87,15 +108,31 @@ class Settings:
     drop_heads: bool = True
 
 
+@dataclass(frozen=True)
+class PhraseCorpus:
+    """A corpus' passage-phrase graph and its sparse weights (:meth:`PhraseGraph.to_csr`)."""
+
+    graph: PhraseGraph
+    csr: torch.Tensor  # sparse CSR (N + P, N + P)
+
+    @classmethod
+    def of(cls, graph: PhraseGraph) -> PhraseCorpus:
+        return cls(graph, graph.to_csr())
+
+
 @dataclass
 class PoolData:
-    """A pool as tensors: embeddings once per document, features per candidate."""
+    """A pool as tensors: embeddings once per document, features per candidate; the
+    corpus rows, query texts and phrase graph that the phrase PPR needs."""
 
     pool: Pool
     query: torch.Tensor  # (B, D)
     table: torch.Tensor  # (U, D) one row per distinct document
     index: torch.Tensor  # (B, M) row of each candidate in ``table`` (0 at padding)
     features: dict[str, torch.Tensor] = field(default_factory=dict)  # name -> (B, M)
+    corpus_rows: torch.Tensor | None = None  # (B, M) corpus row of each candidate (-1 at padding)
+    texts: list[str] = field(default_factory=list)  # (B,) query texts
+    phrases: PhraseCorpus | None = None
 
     @property
     def mask(self) -> torch.Tensor:
@@ -133,21 +170,67 @@ def pool_data(pool: Pool) -> PoolData:
     return PoolData(pool, batch.query, batch.cands[at[:, 0], at[:, 1]], index)
 
 
+def phrase_ppr_pool(
+    data: PoolData, seeds: torch.Tensor, rows: torch.Tensor, passage_weight: float
+) -> torch.Tensor:
+    """Phrase-graph PPR mass of the pool's documents over each query's largest among them.
+
+    The PPR runs over the whole corpus graph (:func:`~georag.rerank.phrase_ppr.phrase_ppr_feature`
+    with :data:`PPR`'s seeds, damping and solver), seeded from ``seeds`` on the pool's
+    passages (no passage outside the pool is a seed) and from the query's phrases.
+
+    Parameters
+    ----------
+    data : PoolData
+        With ``corpus_rows``, ``texts`` and ``phrases``.
+    seeds : torch.Tensor, shape (R, M)
+        Passage seed scores of the candidates of ``data``'s queries ``rows``.
+    rows : torch.Tensor, shape (R,)
+        Query rows of ``data``.
+    passage_weight : float
+        Share of the teleport mass on the passage seeds.
+
+    Returns
+    -------
+    torch.Tensor, shape (R, M)
+        In [0, 1], 1 at each query's candidate of largest mass, 0 at padding.
+    """
+    graph, out = data.phrases.graph, []
+    for s in range(0, len(rows), PPR_CHUNK):
+        part = rows[s : s + PPR_CHUNK]
+        at = data.corpus_rows[part]
+        keep = at >= 0
+        base = torch.full((len(part), graph.num_passages), -torch.inf)
+        which = torch.arange(len(part)).unsqueeze(1).expand_as(at)
+        base[which[keep], at[keep]] = seeds[s : s + PPR_CHUNK][keep].float()
+        phrases = query_phrase_weights([data.texts[i] for i in part.tolist()], graph)
+        mass = phrase_ppr_feature(
+            data.phrases.csr, base, phrases, passage_weight=passage_weight, **PPR_SOLVER
+        )
+        pooled = torch.where(keep, mass.gather(1, at.clamp_min(0)), 0.0)
+        out.append(pooled / pooled.amax(dim=1, keepdim=True).clamp_min(torch.finfo().tiny))
+    return torch.cat(out)
+
+
 def add_features(
     data: PoolData,
     *,
     bm25: BM25Index,
+    phrases: PhraseCorpus,
     corpus_rows: dict[str, int],
     query_texts: dict[str, str],
     fit: Pool,
     chunk: int = 128,
 ) -> None:
-    """Attach every feature of ``data``'s candidates; ``fit`` (the fitting pool) gives
-    the prior and the hubness, leaving a fitting query's own labels and row out."""
+    """Attach every feature of ``data``'s candidates (and its corpus rows, query texts and
+    ``phrases``); ``fit`` (the fitting pool) gives the prior and the hubness, leaving a
+    fitting query's own labels and row out."""
     batch = data.pool.batch
     rows = torch.tensor([[corpus_rows.get(d, -1) for d in row] for row in batch.doc_ids])
+    data.corpus_rows, data.phrases = rows, phrases
+    data.texts = [query_texts[q] for q in batch.query_ids]
     feats = {
-        "bm25": bm25_pool_scores(bm25, [query_texts[q] for q in batch.query_ids], rows),
+        "bm25": bm25_pool_scores(bm25, data.texts, rows),
         "prior": relevant_elsewhere(batch.query_ids, batch.doc_ids, fit.qrels),
         "rank": rank_feature(batch.scores, batch.mask),
         "raw_cosine": batch.scores.clone(),
@@ -158,6 +241,7 @@ def add_features(
     order = fit.batch.scores.masked_fill(~fit.batch.mask, -torch.inf).argsort(1, descending=True)
     top = [[fit.batch.doc_ids[b][m] for m in order[b, :10].tolist()] for b in range(len(order))]
     feats.update(hubness_features(batch, fit.batch.query, top, fit.batch.query_ids))
+    feats["phrase_ppr"] = phrase_ppr_pool(data, batch.scores, _all(data), PPR.passage_weight)
     data.features = {k: v.float() for k, v in feats.items()}
 
 
@@ -363,6 +447,28 @@ def run_fold(fit: PoolData, report: PoolData, settings: Settings, log=print) -> 
     scores["ltr"], summary = _fit_ltr(LTR_FEATURES, *ltr_args)
     note("ltr", summary)
 
+    # phrase-graph PPR on map+bm25, seeded from the map's scores
+    started = time.perf_counter()
+    fit_lexical = predict(lexical, fit, val)
+    values = {}
+    for share in PPR_PASSAGE_WEIGHTS:
+        mass = phrase_ppr_pool(fit, fit_mapped[val], val, share)
+        for w in PPR_WEIGHTS:
+            values[(share, w)] = _ndcg(residual_scores(fit_lexical, mass, w), fit, val)
+    share, w = max(values, key=values.get)
+    mass = phrase_ppr_pool(report, report_mapped, _all(report), share) if w else None
+    scores["map+bm25 + phrase-PPR"] = residual_scores(scores["map+bm25"], mass, w)
+    note(
+        "map+bm25 + phrase-PPR",
+        {
+            "passage_weight": share,
+            "weight": w,
+            "val_init": values[(PPR_PASSAGE_WEIGHTS[0], 0.0)],
+            "val_best": values[(share, w)],
+            "seconds": time.perf_counter() - started,
+        },
+    )
+
     # residual geometric heads, from each baseline's trained state
     for base_name, base in (("map", mapped), ("map+bm25", lexical)):
         trials = {}
@@ -398,10 +504,19 @@ def run_fold(fit: PoolData, report: PoolData, settings: Settings, log=print) -> 
 
 
 def prepare(dataset: str, fit: Pool, report: Pool, data_dir: str | None, split: str):
-    """``(fit data, report data)`` with every feature attached (BM25 over the corpus)."""
+    """``(fit data, report data)`` with every feature attached (BM25 and the phrase graph
+    over the corpus; the graph cached under ``$GEORAG_CACHE/graphs``)."""
     data = load_dataset(dataset, split=split, data_dir=data_dir)
     ids = list(data.corpus)
     bm25 = BM25Index.build([data.corpus[d].full_text for d in ids])
+    graph = build_phrase_graph(
+        ids,
+        [data.corpus[d].title for d in ids],
+        [data.corpus[d].text for d in ids],
+        config=PPR.graph_config(),
+        cache_dir=default_cache_dir() / "graphs",
+    )
+    phrases = PhraseCorpus.of(graph)
     rows = {d: i for i, d in enumerate(ids)}
     texts = dict(data.queries)
     if split != "test":  # scifact: the report queries are those of the test split
@@ -409,7 +524,7 @@ def prepare(dataset: str, fit: Pool, report: Pool, data_dir: str | None, split: 
     out = []
     for pool in (fit, report):
         part = pool_data(pool)
-        add_features(part, bm25=bm25, corpus_rows=rows, query_texts=texts, fit=fit)
+        add_features(part, bm25=bm25, phrases=phrases, corpus_rows=rows, query_texts=texts, fit=fit)
         out.append(part)
     return tuple(out)
 

@@ -2,7 +2,8 @@
 
 Rows (protocol: :mod:`train.geometry_adds`): dense, prior, map, map+bm25, map+prf, ltr,
 the residual geometric heads on map and map+bm25 (graph smoothing, the linear head over
-geometric features), ltr+geo, and the feature-drop rows. Metrics: NDCG@10, Recall@10,
+geometric features, among them the phrase-graph PPR mass), map+bm25 + phrase-PPR (the
+phrase-graph PPR residual), ltr+geo, and the feature-drop rows. Metrics: NDCG@10, Recall@10,
 MRR@10 with 95% percentile bootstrap intervals; NDCG@10 on the report queries whose
 relevant documents were relevant to some training query ("seen") and on the others; a
 paired randomization test of NDCG@10 of every other row against ``map`` and against the
