@@ -3,7 +3,6 @@ the best bar, Holm over the whole table, and the script's files (small synthetic
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import numpy as np
@@ -14,7 +13,6 @@ from georag.experiments.combined import combined_rows, merge, outcome
 from georag.experiments.runs import QueryRuns, load_runs, save_runs
 from georag.experiments.significance import per_query_arrays
 
-SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "quality" / "quality_combined.py"
 QUERIES = [f"q{i:02d}" for i in range(12)]
 
 
@@ -111,10 +109,8 @@ def test_the_outcome_names_the_rows_that_beat_the_bar_and_those_that_lose():
     assert "map + head (+0.3691" in text and "1 of 2 geometric rows are significantly worse" in text
 
 
-def test_the_script_writes_the_table_and_the_plot(tmp_path, capsys):
-    spec = importlib.util.spec_from_file_location("quality_combined", SCRIPT)
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
+def test_the_script_writes_the_table_and_the_plot(tmp_path, capsys, load_script):
+    script = load_script("scripts/quality/quality_combined.py")
     for source, rows in (("adds", ADDS), ("gar", GAR)):
         save_runs(tmp_path / source, runs_of(source, rows))
     assert load_runs(tmp_path / "gar" / "toy.runs.json.gz").source == "gar"

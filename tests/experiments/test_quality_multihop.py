@@ -7,7 +7,6 @@ The phrase graph and its PPR are tested in tests/retrieval/ and tests/rerank/.
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import pytest
@@ -20,15 +19,10 @@ from georag.experiments.runs import load_runs, path_of, save_runs
 from train.corpus_data import QuerySet
 from train.pools import kfold_split
 
-SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "quality" / "quality_multihop.py"
-
 
 @pytest.fixture(scope="module")
-def mh():
-    spec = importlib.util.spec_from_file_location("quality_multihop", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def mh(load_script):
+    return load_script("scripts/quality/quality_multihop.py")
 
 
 @pytest.fixture(scope="module")

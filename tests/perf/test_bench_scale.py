@@ -2,28 +2,13 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-
 
 @pytest.fixture(scope="module")
-def scale():
-    sys.path.insert(0, str(ROOT / "scripts" / "bench"))
-    try:
-        spec = importlib.util.spec_from_file_location(
-            "bench_scale", ROOT / "scripts/bench/bench_scale.py"
-        )
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        yield module
-    finally:
-        sys.path.remove(str(ROOT / "scripts" / "bench"))
+def scale(load_script):
+    return load_script("scripts/bench/bench_scale.py")
 
 
 def test_a_synthetic_text_comes_from_its_own_cluster_and_covers_it(scale):

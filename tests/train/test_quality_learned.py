@@ -7,24 +7,17 @@ The protocols themselves are tested in tests/experiments/.
 
 from __future__ import annotations
 
-import importlib.util
 import json
-from pathlib import Path
 
 import pytest
 
 from georag.experiments.selection import ROLES, LearnedRun, selection_of
 from georag.experiments.tables import learned_markdown
 
-SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "quality" / "quality_learned.py"
-
 
 @pytest.fixture(scope="module")
-def q():
-    spec = importlib.util.spec_from_file_location("quality_learned", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def q(load_script):
+    return load_script("scripts/quality/quality_learned.py")
 
 
 def _args(q, tmp_path, *extra):
