@@ -42,6 +42,7 @@ DATASETS = ("scifact", "cranfield", "cisi", "musique_qa100", "hotpotqa_dev500")
 SOURCES = ("runs/combined/geometry_adds", "runs/combined/gar", "runs/combined/multihop")
 NAMES = {"ndcg@10": "NDCG@10", "recall@10": "Recall@10", "mrr@10": "MRR@10"}
 NAMES |= {"recall@5": "Recall@5", "recall@2": "Recall@2", POOL: "pool R@100"}
+SMALL_SET = 100  # report queries at or below which a section says only large differences resolve
 
 
 def _p(row: dict, key: str) -> str:
@@ -54,7 +55,15 @@ def _p(row: dict, key: str) -> str:
 def section(dataset: str, merged, rows: list[dict], best: str, args) -> str:
     """The Markdown section of one data set: its sources, the table and the outcome."""
     metrics = table_metrics(dataset)
-    lines = [f"## {dataset} ({rows[0]['queries']} report queries)", ""]
+    queries = rows[0]["queries"]
+    lines = [f"## {dataset} ({queries} report queries)", ""]
+    if queries <= SMALL_SET:
+        low, high = next(r for r in rows if r["method"] == best)[metrics[0] + "_ci"]
+        lines += [
+            f"{queries} report queries resolve only large differences: the 95% interval of "
+            f"the bar's {NAMES[metrics[0]]} is {high - low:.3f} wide.",
+            "",
+        ]
     for path, runs in merged.sources:
         when = "date and load not recorded"
         if "date" in runs.extra:

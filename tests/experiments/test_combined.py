@@ -119,6 +119,7 @@ def test_the_script_writes_the_table_and_the_plot(tmp_path, capsys, load_script)
     script.main(["--datasets", "toy", "--sources", *sources, "--out", str(out)])
     text = out.read_text()
     assert "| map [gar] | gar | no |" in text and "`python gar.py`" in text
+    assert f"{len(QUERIES)} report queries resolve only large differences" in text
     assert out.with_suffix(".png").read_bytes()[:4] == b"\x89PNG"
     save_runs(tmp_path / "gar", runs_of("gar", GAR, runs={"dense": ranked(1)}))
     with pytest.raises(SystemExit, match="gar/toy.runs.json.gz: its dense row differs"):
