@@ -10,7 +10,7 @@ and its default proc=cpu_count, in ``.venv-peers``), all in one run, and prints 
 (medians over ``--repeats``), time ratios, the max abs difference to georag's exact
 path and, for georag, the split between the distance part and the transport part::
 
-    python scripts/bench/bench_sparse_ricci.py --threads 1 --data-dir /work/shared/data
+    python scripts/bench/bench_sparse_ricci.py --threads 1 --data-dir ../shared/data
     python scripts/bench/bench_sparse_ricci.py --device cuda --distances torch  # on a GPU
 """
 
