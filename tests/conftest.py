@@ -33,8 +33,8 @@ def shared_data_dir() -> Path:
 def load_script():
     """``load_script("scripts/quality/x.py")``: the script imported as a module, once.
 
-    Its folder stays on ``sys.path`` for the session, as when the script runs (a script may
-    import a sibling inside a function).
+    Its folder stays on ``sys.path`` until the pytest run ends, as when the script runs (a
+    script may import a sibling inside a function).
     """
     loaded, folders = {}, []
 

@@ -85,9 +85,6 @@ PRIOR_GRID = (0.0, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0)
 PRF_GRID = tuple((a, k) for a in (0.1, 0.25, 0.5, 1.0) for k in (3, 5, 10))
 SMOOTH_K = (5, 10, 20)
 PPR = PhrasePPRConfig()  # seeds, damping and solver of the phrase-graph PPR
-PPR_SOLVER = {
-    k: getattr(PPR, k) for k in ("num_sources", "damping", "tol", "max_iter", "block_size")
-}
 PPR_WEIGHTS = (0.0, 0.02, 0.05, 0.1, 0.2, 0.3, 0.5, 1.0)
 PPR_PASSAGE_WEIGHTS = (0.05, 0.3, 1.0)
 PPR_CHUNK = 128  # queries per PPR solve: bounds the (N + P, B) teleport and mass
@@ -176,7 +173,7 @@ def phrase_ppr_pool(
     """Phrase-graph PPR mass of the pool's documents over each query's largest among them.
 
     The PPR runs over the whole corpus graph (:func:`~georag.rerank.phrase_ppr.phrase_ppr_feature`
-    with :data:`PPR`'s seeds, damping and solver), seeded from ``seeds`` on the pool's
+    with the seeds, damping and solver of :data:`PPR`), seeded from ``seeds`` on the pool's
     passages (no passage outside the pool is a seed) and from the query's phrases.
 
     Parameters
@@ -205,7 +202,7 @@ def phrase_ppr_pool(
         base[which[keep], at[keep]] = seeds[s : s + PPR_CHUNK][keep].float()
         phrases = query_phrase_weights([data.texts[i] for i in part.tolist()], graph)
         mass = phrase_ppr_feature(
-            data.phrases.csr, base, phrases, passage_weight=passage_weight, **PPR_SOLVER
+            data.phrases.csr, base, phrases, **PPR.feature_options(passage_weight)
         )
         pooled = torch.where(keep, mass.gather(1, at.clamp_min(0)), 0.0)
         out.append(pooled / pooled.amax(dim=1, keepdim=True).clamp_min(torch.finfo().tiny))

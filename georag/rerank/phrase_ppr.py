@@ -112,6 +112,18 @@ class PhrasePPRConfig:
                 f"{self.passage_weight}, {self.damping}"
             )
 
+    def feature_options(self, passage_weight: float | None = None) -> dict:
+        """The keyword arguments of :func:`phrase_ppr_feature` of these settings (seeds,
+        passage weight, damping, solver); ``passage_weight`` replaces the configured one."""
+        return {
+            "num_sources": self.num_sources,
+            "passage_weight": self.passage_weight if passage_weight is None else passage_weight,
+            "damping": self.damping,
+            "tol": self.tol,
+            "max_iter": self.max_iter,
+            "block_size": self.block_size,
+        }
+
     def graph_config(self) -> PhraseGraphConfig:
         """The :class:`PhraseGraphConfig` of these settings."""
         return PhraseGraphConfig(
@@ -331,17 +343,11 @@ class PhrasePPR(EmbeddingRetriever):
 
     def feature(self, queries: QueryBatch, base: torch.Tensor) -> torch.Tensor:
         """:func:`phrase_ppr_feature` of ``queries`` seeded from ``base`` (B, N)."""
-        cfg = self.config
         return phrase_ppr_feature(
             self.csr,
             base,
             query_phrase_weights(queries.texts, self.graph).to(base.dtype),
-            num_sources=cfg.num_sources,
-            passage_weight=cfg.passage_weight,
-            damping=cfg.damping,
-            tol=cfg.tol,
-            max_iter=cfg.max_iter,
-            block_size=cfg.block_size,
+            **self.config.feature_options(),
         )
 
     def scores(self, queries: QueryBatch) -> torch.Tensor:

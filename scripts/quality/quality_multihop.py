@@ -172,15 +172,7 @@ class Fold:
             for share in PASSAGE_WEIGHTS:
                 parts[share].append(
                     phrase_ppr_feature(
-                        scorer.csr,
-                        base[rows],
-                        phrases,
-                        num_sources=cfg.num_sources,
-                        passage_weight=share,
-                        damping=cfg.damping,
-                        tol=cfg.tol,
-                        max_iter=cfg.max_iter,
-                        block_size=cfg.block_size,
+                        scorer.csr, base[rows], phrases, **cfg.feature_options(share)
                     )
                 )
         return {share: torch.cat(found) for share, found in parts.items()}

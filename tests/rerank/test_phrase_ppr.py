@@ -238,3 +238,17 @@ def test_zero_weight_is_the_learned_map_on_its_real_faiss_pool(tmp_path, embeddi
     moved = with_graph.fit(data.corpus).retrieve(data.batch, top_k=20)
     assert (moved.keep.sum(dim=1) == 20).all()
     assert not torch.equal(moved.keep, model.retrieve(data.batch, top_k=20).keep)
+
+
+def test_feature_options_are_the_configured_solver_with_an_optional_passage_weight():
+    cfg = PhrasePPRConfig(num_sources=3, passage_weight=0.3, damping=0.7, tol=1e-9)
+    options = cfg.feature_options()
+    assert options == {
+        "num_sources": 3,
+        "passage_weight": 0.3,
+        "damping": 0.7,
+        "tol": 1e-9,
+        "max_iter": cfg.max_iter,
+        "block_size": cfg.block_size,
+    }
+    assert cfg.feature_options(1.0) == {**options, "passage_weight": 1.0}
