@@ -67,11 +67,13 @@ __all__ = [
     "GEO_FEATURES",
     "LTR_FEATURES",
     "NON_GEOMETRIC",
+    "CorpusFeatures",
     "PhraseCorpus",
     "PoolData",
     "Settings",
     "Stack",
     "bm25_pool_scores",
+    "corpus_features",
     "phrase_ppr_pool",
     "pool_data",
     "run_fold",
@@ -500,9 +502,19 @@ def run_fold(fit: PoolData, report: PoolData, settings: Settings, log=print) -> 
     return {"scores": scores, "notes": notes}
 
 
-def prepare(dataset: str, fit: Pool, report: Pool, data_dir: str | None, split: str):
-    """``(fit data, report data)`` with every feature attached (BM25 and the phrase graph
-    over the corpus; the graph cached under ``$GEORAG_CACHE/graphs``)."""
+@dataclass(frozen=True)
+class CorpusFeatures:
+    """The corpus-level inputs of the features, built once per data set."""
+
+    bm25: BM25Index
+    phrases: PhraseCorpus
+    rows: dict[str, int]  # corpus row of each document id
+    texts: dict[str, str]  # text of each query id of the data set
+
+
+def corpus_features(dataset: str, data_dir: str | None, split: str) -> CorpusFeatures:
+    """BM25 and the phrase graph over ``dataset``'s corpus (the graph cached under
+    ``$GEORAG_CACHE/graphs``), with the texts of its ``split`` queries (and test ones)."""
     data = load_dataset(dataset, split=split, data_dir=data_dir)
     ids = list(data.corpus)
     bm25 = BM25Index.build([data.corpus[d].full_text for d in ids])
@@ -513,15 +525,26 @@ def prepare(dataset: str, fit: Pool, report: Pool, data_dir: str | None, split: 
         config=PPR.graph_config(),
         cache_dir=default_cache_dir() / "graphs",
     )
-    phrases = PhraseCorpus.of(graph)
-    rows = {d: i for i, d in enumerate(ids)}
     texts = dict(data.queries)
     if split != "test":  # scifact: the report queries are those of the test split
         texts.update(load_dataset(dataset, split="test", data_dir=data_dir).queries)
+    rows = {d: i for i, d in enumerate(ids)}
+    return CorpusFeatures(bm25, PhraseCorpus.of(graph), rows, texts)
+
+
+def prepare(corpus: CorpusFeatures, fit: Pool, report: Pool) -> tuple[PoolData, PoolData]:
+    """``(fit data, report data)`` with every feature attached."""
     out = []
     for pool in (fit, report):
         part = pool_data(pool)
-        add_features(part, bm25=bm25, phrases=phrases, corpus_rows=rows, query_texts=texts, fit=fit)
+        add_features(
+            part,
+            bm25=corpus.bm25,
+            phrases=corpus.phrases,
+            corpus_rows=corpus.rows,
+            query_texts=corpus.texts,
+            fit=fit,
+        )
         out.append(part)
     return tuple(out)
 

@@ -41,7 +41,15 @@ from georag.experiments.runs import QueryRuns, save_runs
 from georag.experiments.significance import holm_tests, interval_rows, per_query_arrays
 from georag.resources import DEFAULT_MODEL
 from georag.retrieval.encoder import TextEncoder
-from train.geometry_adds import NON_GEOMETRIC, Settings, prepare, report_run, run_fold, seen_queries
+from train.geometry_adds import (
+    NON_GEOMETRIC,
+    Settings,
+    corpus_features,
+    prepare,
+    report_run,
+    run_fold,
+    seen_queries,
+)
 
 METRICS = ("ndcg@10", "recall@10", "mrr@10")
 
@@ -71,9 +79,13 @@ def run_dataset(dataset: str, args, encoder) -> dict:
     runs: dict[str, dict] = {}
     notes: dict[str, list] = {}
     seen, qrels, folds = set(), {}, {}
-    for fit_pool, report_pool, label, split in folds_of(dataset, args, encoder):
+    splits = folds_of(dataset, args, encoder)
+    started = time.perf_counter()
+    corpus = corpus_features(dataset, args.data_dir, splits[0][3])
+    print(f"{dataset}: BM25 and phrase graph {time.perf_counter() - started:.0f} s", flush=True)
+    for fit_pool, report_pool, label, _ in splits:
         started = time.perf_counter()
-        fit, report = prepare(dataset, fit_pool, report_pool, args.data_dir, split)
+        fit, report = prepare(corpus, fit_pool, report_pool)
         print(
             f"{dataset} {label}: {fit_pool.batch.batch_size} fitting queries, "
             f"{report_pool.batch.batch_size} report; "

@@ -41,7 +41,7 @@ from georag.experiments.significance import per_query_arrays
 from georag.resources import DEFAULT_MODEL
 from georag.retrieval.candidates import FirstStageConfig, corpus_embeddings, corpus_units
 from georag.retrieval.encoder import TextEncoder
-from train.geometry_adds import PoolData, Settings, prepare, report_run, run_fold
+from train.geometry_adds import PoolData, Settings, corpus_features, prepare, report_run, run_fold
 
 MODES = ("raw_cosine", "embeddings")
 
@@ -116,7 +116,7 @@ def perturbation(dataset: str, args, encoder: TextEncoder, settings: Settings) -
     """Every row's NDCG@10 on the first fold and its largest change under each mode."""
     started, load = time.perf_counter(), os.getloadavg()[0]
     fit_pool, report_pool, label, split = folds_of(dataset, args, encoder)[0]
-    fit, report = prepare(dataset, fit_pool, report_pool, args.data_dir, split)
+    fit, report = prepare(corpus_features(dataset, args.data_dir, split), fit_pool, report_pool)
     base = ndcg_rows(fit, report, settings)
     moved = {mode: {name: 0.0 for name in base} for mode in args.modes}
     for mode in args.modes:
