@@ -287,3 +287,45 @@ def test_searches_that_stop_at_a_long_arc_equal_whole_graph_dijkstra(seed, isola
     assert compiled.dtype == torch.float64
     np.testing.assert_allclose(compiled, reference, rtol=1e-9, atol=1e-9)
     np.testing.assert_allclose(compiled, dense_exact(edge_index, lengths, offset), atol=1e-9)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    seed=st.integers(0, 2**16),
+    share=st.sampled_from([0.0, 0.3, 0.5, 0.6, 1.0]),
+    lengths_kind=st.sampled_from(["decades", "ties", "zeros"]),
+    slack=st.sampled_from([1.0, 1.5]),
+)
+def test_meeting_searches_equal_dijkstra_at_tight_reaches(seed, share, lengths_kind, slack):
+    """The searches that meet in the middle against scipy's whole-graph Dijkstra, float64,
+    on random graphs with several components and isolated nodes, lengths over 12 decades,
+    small tied integers or with zero lengths, every node's reach the largest distance it
+    is asked (tight: the path then ends exactly at the edges of the two balls)."""
+    import scipy.sparse as sp
+    from scipy.sparse.csgraph import dijkstra
+
+    from georag.geometry.ricci.sparse import _meeting_search
+
+    edge_index, _, n = pieces_graph(seed, [14, 6, 3], 2, 0.25, -9.0)
+    gen = np.random.default_rng(seed)
+    m = edge_index.shape[1]
+    w = {
+        "decades": 10.0 ** gen.uniform(-9.0, 3.0, m),
+        "ties": gen.integers(1, 4, m).astype(np.float64),
+        "zeros": np.where(gen.random(m) < 0.3, 0.0, gen.uniform(0.5, 2.0, m)),
+    }[lengths_kind]
+    x, y = edge_index.numpy()
+    tail, head, arc_w = np.concatenate([x, y]), np.concatenate([y, x]), np.concatenate([w, w])
+    order = np.lexsort((head, arc_w, tail))
+    tail, head, arc_w = tail[order], head[order], arc_w[order]
+    start = np.concatenate([[0], np.cumsum(np.bincount(tail, minlength=n))])
+    exact = dijkstra(sp.csr_matrix((arc_w + 1e-300, (tail, head)), shape=(n, n)), directed=False)
+    exact[exact < 1e-200] = 0.0  # the offset only keeps zero-length arcs in the matrix
+    u, v = np.nonzero(np.isfinite(exact))
+    pick = gen.random(len(u)) < 0.5
+    u, v = u[pick], v[pick]
+    reach = np.zeros(n)
+    np.maximum.at(reach, u, exact[u, v])
+    np.maximum.at(reach, v, exact[u, v])
+    got = _meeting_search(start, head, arc_w, slack * reach, share, u, v)
+    np.testing.assert_allclose(got, exact[u, v], rtol=1e-12, atol=0.0)
