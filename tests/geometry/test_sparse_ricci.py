@@ -297,14 +297,15 @@ def test_searches_that_stop_at_a_long_arc_equal_whole_graph_dijkstra(seed, isola
     slack=st.sampled_from([1.0, 1.5]),
 )
 def test_meeting_searches_equal_dijkstra_at_tight_reaches(seed, share, lengths_kind, slack):
-    """The searches that meet in the middle against scipy's whole-graph Dijkstra, float64,
-    on random graphs with several components and isolated nodes, lengths over 12 decades,
-    small tied integers or with zero lengths, every node's reach the largest distance it
-    is asked (tight: the path then ends exactly at the edges of the two balls)."""
+    """The cost cells of searches that meet in the middle against scipy's whole-graph
+    Dijkstra, float64, on random graphs with several components and isolated nodes,
+    lengths over 12 decades, small tied integers or with zero lengths; problems of 1-6
+    sources x 1-6 targets within a component, each node's reach the largest distance it is
+    asked (tight: a shortest path then ends exactly at the edges of the two balls)."""
     import scipy.sparse as sp
-    from scipy.sparse.csgraph import dijkstra
+    from scipy.sparse.csgraph import connected_components, dijkstra
 
-    from georag.geometry.ricci.sparse import _meeting_search
+    from georag.geometry.ricci.sparse import _meeting_cells
 
     edge_index, _, n = pieces_graph(seed, [14, 6, 3], 2, 0.25, -9.0)
     gen = np.random.default_rng(seed)
@@ -319,13 +320,32 @@ def test_meeting_searches_equal_dijkstra_at_tight_reaches(seed, share, lengths_k
     order = np.lexsort((head, arc_w, tail))
     tail, head, arc_w = tail[order], head[order], arc_w[order]
     start = np.concatenate([[0], np.cumsum(np.bincount(tail, minlength=n))])
-    exact = dijkstra(sp.csr_matrix((arc_w + 1e-300, (tail, head)), shape=(n, n)), directed=False)
+    graph = sp.csr_matrix((arc_w + 1e-300, (tail, head)), shape=(n, n))
+    exact = dijkstra(graph, directed=False)
     exact[exact < 1e-200] = 0.0  # the offset only keeps zero-length arcs in the matrix
-    u, v = np.nonzero(np.isfinite(exact))
-    pick = gen.random(len(u)) < 0.5
-    u, v = u[pick], v[pick]
+    _, label = connected_components(graph, directed=False)
+    sources, targets = [], []
+    for _ in range(40):
+        members = np.flatnonzero(label == label[gen.integers(n)])
+        sources.append(gen.choice(members, gen.integers(1, min(6, len(members)) + 1), False))
+        targets.append(gen.choice(members, gen.integers(1, min(6, len(members)) + 1), False))
+    src = np.concatenate([[0], np.cumsum([len(a) for a in sources])])
+    dst = np.concatenate([[0], np.cumsum([len(b) for b in targets])])
+    want = np.concatenate([exact[np.ix_(a, b)].ravel() for a, b in zip(sources, targets)])
     reach = np.zeros(n)
-    np.maximum.at(reach, u, exact[u, v])
-    np.maximum.at(reach, v, exact[u, v])
-    got = _meeting_search(start, head, arc_w, slack * reach, share, u, v)
-    np.testing.assert_allclose(got, exact[u, v], rtol=1e-12, atol=0.0)
+    for a, b in zip(sources, targets):
+        np.maximum.at(reach, a, exact[np.ix_(a, b)].max(1))
+        np.maximum.at(reach, b, exact[np.ix_(a, b)].max(0))
+    src_node, dst_node = np.concatenate(sources), np.concatenate(targets)
+    gap = np.array([exact[np.ix_(a, b)].max() for a, b in zip(sources, targets)])
+    no_hop = np.zeros(len(src_node)), np.zeros(len(dst_node))
+    got, over = _meeting_cells(
+        start, head, arc_w, slack * reach, share, src, dst, src_node, dst_node, *no_hop, gap
+    )
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=0.0)
+    assert over == 0
+    # a bound below a distance is counted
+    _, over = _meeting_cells(
+        start, head, arc_w, slack * reach, share, src, dst, src_node, dst_node, *no_hop, gap / 2
+    )
+    assert over == int((want > gap.repeat(np.diff(src) * np.diff(dst)) / 2 * (1 + 1e-9)).sum())

@@ -12,16 +12,17 @@ Distances: each needed distance ``d(u, v)``, ``u`` in ``N[x]``, ``v`` in ``N[y]`
 most the three-hop path ``u - x - y - v`` (``h(u, x) + d(x, y) + h(y, v)``), hence at most
 each end's *reach*, the longest such path from it. By default (``distances="compiled"``,
 numba) the searches meet in the middle: each source node of a pass settles the nodes
-within ``0.6`` of its reach and each target node within ``0.4`` of its own, and ``d(u, v)``
-is the least join of the two over the target's ball (exact: a shortest path leaves the
-source's ball into the target's). Searching whole depth-3 neighbourhoods from every node
-settles about eight times more nodes on a k-NN graph. A pair is searched once from its lower
-node id, and each value depends on the graph alone (never on the pass, so a subset of edges
-gives the same bits). Edges are taken in passes of about ``pairs_per_pass`` cost entries
-(memory about 40 bytes each), in a reverse Cuthill-McKee order so that a pass's
-neighbourhoods overlap. ``distances="scipy"`` runs scipy's whole-graph Dijkstra cut at the
-largest bound of a block of ``chunk`` sources (the earlier reference), ``distances="torch"``
-Bellman-Ford sweeps on the device of ``lengths``, each source cut at its own bound.
+within half its reach and each target node within half of its own, and ``d(u, v)`` is the
+least join of the two over the target's ball (exact: a shortest path leaves the source's
+ball into the target's). Searching whole depth-3 neighbourhoods from every source instead
+settles about eight times more nodes on a k-NN graph. A pair asked by several edges of a
+pass is joined once, and each value depends on the graph alone (never on the pass, so a
+subset of edges gives the same bits). Edges are taken in passes of about
+``pairs_per_pass`` cost entries (memory about 40 bytes each), in a reverse Cuthill-McKee
+order so that a pass's neighbourhoods overlap. ``distances="scipy"`` runs scipy's
+whole-graph Dijkstra cut at the largest bound of a block of ``chunk`` sources (the earlier
+reference), ``distances="torch"`` Bellman-Ford sweeps on the device of ``lengths``, each
+source cut at its own bound.
 
 Transport, by ``method``:
 
@@ -74,7 +75,7 @@ _ZERO_DISTANCE = 1e-7
 _TINY_MASS = 64 * float(np.finfo(np.float64).eps)  # identical measures below this
 _GAP_FLOOR = 1e-13  # the interior point's duality gap is not resolved below rounding
 _MAX_CELLS = 1 << 16  # the compiled simplex packs a cell's index in 16 bits
-_SOURCE_SHARE = 0.6  # of a node's reach settled by its search as a source (the rest: target)
+_SOURCE_SHARE = 0.5  # of a node's reach settled by its search as a source (the rest: target)
 _BUCKETS = np.array([1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256])
 
 
@@ -207,21 +208,26 @@ def _settle(indptr, indices, weights, s, radius, dist, settled, touched, ball, k
 
 
 @_jit
-def _meeting_search(indptr, indices, weights, reach, share, u, v):  # pragma: no cover
-    """``d(u[k], v[k])`` for every request ``k`` by searches that meet in the middle, exact
-    when ``d(u[k], v[k])`` is at most the ``reach`` (n,) of either end.
+def _meeting_cells(  # pragma: no cover - numba
+    indptr, indices, weights, reach, share, src, dst, src_node, dst_node, src_hop, dst_hop, gap
+):
+    """Every cost cell of a group of transport problems by searches that meet in the middle.
 
-    Each distinct source ``s`` gets one search that settles the nodes within ``share *
-    reach[s]`` and relaxes all their arcs (``dist_s``: exact on that ball, an upper bound one
-    arc past it); each distinct target ``t`` its ball, the nodes within ``(1 - share) *
-    reach[t]`` in increasing distance to ``t``. A shortest path from ``s`` to ``t`` of
-    length ``L`` leaves the source's ball by an arc ``a -> b``, and then ``d(b, t) < L -
-    share * reach[s]``, at most ``cut = max(0, min(reach[s], reach[t]) - share * reach[s])``,
-    which is within the target's ball: ``d(s, t)`` is the least ``dist_s(b) + d(b, t)`` over
-    the ball's nodes up to ``cut``. The value depends on the graph, ``reach`` and ``share``
-    alone, never on the other requests. Each pair is searched from its lower node id (the
-    distance is symmetric), the requests grouped by that end with a counting sort; a pair
-    asked by several requests is joined once per call.
+    Problem ``k`` moves mass from the nodes ``src_node[src[k]:src[k+1]]`` onto
+    ``dst_node[dst[k]:dst[k+1]]``; its cells are row-major (sources x targets), at most the
+    three-hop bound ``src_hop[i] + gap[k] + dst_hop[j]``, which is at most the ``reach``
+    (n,) of either end. Each distinct source ``s`` gets one search that settles the nodes
+    within ``share * reach[s]`` and relaxes all their arcs (``dist_s``: exact on that ball,
+    an upper bound one arc past it); each distinct target ``t`` its ball, the nodes within
+    ``(1 - share) * reach[t]`` in increasing distance to ``t``. A shortest path from ``s``
+    to ``t`` of length ``L`` leaves the source's ball by an arc ``a -> b``, and then ``d(b,
+    t) < L - share * reach[s]``, at most ``cut = max(0, min(reach[s], reach[t]) - share *
+    reach[s])``: ``d(s, t)`` is the least ``dist_s(b) + d(b, t)`` over the target's ball up
+    to ``cut``. A value depends on the graph, ``reach`` and ``share`` alone, never on the
+    other problems; a pair asked by several problems is joined once per call.
+
+    Returns ``(cost (P,), count of cells above their bound)`` (the latter 0 unless the
+    reaches were wrong).
     """
     n = len(indptr) - 1
     dist = np.full(n, np.inf)
@@ -230,16 +236,17 @@ def _meeting_search(indptr, indices, weights, reach, share, u, v):  # pragma: no
     ball = np.empty(n, np.int64)
     key = np.empty(len(indices) + 1)
     item = np.empty(len(indices) + 1, np.int64)
+    problems = len(src) - 1
     # the distinct targets and their balls: CSR rows of (node, distance to the target)
-    low, high = np.minimum(u, v), np.maximum(u, v)
     slot = np.full(n, -1, np.int64)
-    target = np.empty(len(v), np.int64)
     count = 0
-    for k in range(len(high)):
-        if slot[high[k]] < 0:
-            slot[high[k]] = count
-            target[count] = high[k]
+    for j in range(len(dst_node)):
+        if slot[dst_node[j]] < 0:
+            slot[dst_node[j]] = count
             count += 1
+    target = np.empty(count, np.int64)
+    for j in range(len(dst_node)):
+        target[slot[dst_node[j]]] = dst_node[j]
     ball_first = np.zeros(count + 1, np.int64)
     ball_node = np.empty(16 * count + 16, np.int64)
     ball_dist = np.empty(16 * count + 16)
@@ -269,20 +276,27 @@ def _meeting_search(indptr, indices, weights, reach, share, u, v):  # pragma: no
         ball_first[i + 1] = at
         for q in range(got):
             dist[touched[q]], settled[touched[q]] = np.inf, False
-    # the requests grouped by source
+    # the source rows (problem, source) grouped by source node with a counting sort
+    problem_of = np.empty(len(src_node), np.int64)
+    for k in range(problems):
+        problem_of[src[k] : src[k + 1]] = k
     first = np.zeros(n + 1, np.int64)
-    for k in range(len(low)):
-        first[low[k] + 1] += 1
-    for s in range(n):
-        first[s + 1] += first[s]
+    for r in range(len(src_node)):
+        first[src_node[r] + 1] += 1
+    for x in range(n):
+        first[x + 1] += first[x]
     fill = first[:-1].copy()
-    order = np.empty(len(low), np.int64)
-    for k in range(len(low)):
-        order[fill[low[k]]] = k
-        fill[low[k]] += 1
-    out = np.empty(len(u))
+    order = np.empty(len(src_node), np.int64)
+    for r in range(len(src_node)):
+        order[fill[src_node[r]]] = r
+        fill[src_node[r]] += 1
+    pair = np.zeros(problems + 1, np.int64)  # each problem's first cell
+    for k in range(problems):
+        pair[k + 1] = pair[k] + (src[k + 1] - src[k]) * (dst[k + 1] - dst[k])
+    cost = np.empty(pair[problems])
     joined = np.full(count, -1, np.int64)
     value = np.empty(count)
+    over = 0
     for s in range(n):
         if first[s] == first[s + 1]:
             continue
@@ -290,24 +304,32 @@ def _meeting_search(indptr, indices, weights, reach, share, u, v):  # pragma: no
         got, _ = _settle(
             indptr, indices, weights, s, radius, dist, settled, touched, ball, key, item
         )
-        for r in range(first[s], first[s + 1]):
-            k = order[r]
-            i = slot[high[k]]
-            if joined[i] != s:
-                joined[i] = s
-                cut = max(0.0, min(reach[s], reach[high[k]]) - radius) * (1 + 1e-9) + 1e-300
-                best = np.inf
-                for q in range(ball_first[i], ball_first[i + 1]):
-                    if ball_dist[q] > cut:
-                        break
-                    c = dist[ball_node[q]] + ball_dist[q]
-                    if c < best:
-                        best = c
-                value[i] = best
-            out[k] = value[i]
+        for q in range(first[s], first[s + 1]):
+            r = order[q]
+            k = problem_of[r]
+            width = dst[k + 1] - dst[k]
+            cell = pair[k] + (r - src[k]) * width
+            for j in range(dst[k], dst[k + 1]):
+                t = dst_node[j]
+                i = slot[t]
+                if joined[i] != s:
+                    joined[i] = s
+                    cut = max(0.0, min(reach[s], reach[t]) - radius) * (1 + 1e-9) + 1e-300
+                    best = np.inf
+                    for b in range(ball_first[i], ball_first[i + 1]):
+                        if ball_dist[b] > cut:
+                            break
+                        c = dist[ball_node[b]] + ball_dist[b]
+                        if c < best:
+                            best = c
+                    value[i] = best
+                cost[cell] = value[i]
+                if not value[i] <= (src_hop[r] + gap[k] + dst_hop[j]) * (1 + 1e-9) + 1e-300:
+                    over += 1
+                cell += 1
         for q in range(got):
             dist[touched[q]], settled[touched[q]] = np.inf, False
-    return out
+    return cost, over
 
 
 @_jit
@@ -547,15 +569,49 @@ def _transport_all(src, dst, pair, source, target, cost):  # pragma: no cover - 
     return out
 
 
-def _compiled_search(indptr, indices, weights, reach, share):
-    """Searches that meet in the middle, compiled by numba (CPU): one per distinct source
-    and one per distinct target of a call (the bound is not needed: the reaches cover
-    every three-hop path)."""
+def _compiled_cells(indptr, indices, weights, reach, share):
+    """Cost cells by searches that meet in the middle, compiled by numba (CPU)."""
 
-    def search(u, v, bound):
-        return _meeting_search(indptr, indices, weights, reach, share, u, v)
+    def cells(src, dst, src_node, dst_node, src_hop, dst_hop, gap):
+        cost, over = _meeting_cells(
+            indptr,
+            indices,
+            weights,
+            reach,
+            share,
+            src,
+            dst,
+            src_node,
+            dst_node,
+            src_hop,
+            dst_hop,
+            gap,
+        )
+        if over:
+            raise RuntimeError("a neighbourhood distance exceeded its three-hop bound")
+        return cost
 
-    return search
+    return cells
+
+
+def _pairwise_cells(search):
+    """Cost cells by a search of ``(source, target, bound)`` requests, one per cell."""
+
+    def cells(src, dst, src_node, dst_node, src_hop, dst_hop, gap):
+        u, v, bound = _pair_requests(src, dst, src_node, dst_node, src_hop, dst_hop, gap)
+        out = search(u, v, bound)
+        if not (out <= bound * (1 + 1e-9) + 1e-300).all():
+            raise RuntimeError("a neighbourhood distance exceeded its three-hop bound")
+        return out
+
+    return cells
+
+
+def _edge_distances(cells, x_of: np.ndarray, y_of: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """``d(x, y)`` (E,) of each edge, as one-cell problems bounded by the edge's length."""
+    one = np.arange(len(w) + 1)
+    zero = np.zeros(len(w))
+    return cells(one, one, x_of, y_of, zero, zero, w)
 
 
 def _scipy_search(graph, n, chunk):
@@ -616,14 +672,6 @@ def _blocked(block_search, u, v, bound, n: int, chunk: int) -> np.ndarray:
     return out
 
 
-def _distances(search, u: np.ndarray, v: np.ndarray, bound: np.ndarray) -> np.ndarray:
-    """Exact ``d(u_k, v_k)`` given ``d(u_k, v_k) <= bound_k``, by bounded searches."""
-    out = search(u, v, bound)
-    if not (out <= bound * (1 + 1e-9) + 1e-300).all():
-        raise RuntimeError("a neighbourhood distance exceeded its three-hop bound")
-    return out
-
-
 @dataclass(frozen=True)
 class _Supports:
     """The net-mass measures of the moving edges, before any distance between them.
@@ -657,15 +705,15 @@ class _Supports:
         group = (np.cumsum(pairs[order]) - 1) // pairs_per_pass
         return [np.sort(ks) for ks in np.split(order, np.flatnonzero(np.diff(group)) + 1)]
 
-    def take(self, ks: np.ndarray, search) -> _Problems:
-        """The transport problems ``ks`` with their costs (one bounded search per source
-        node the group needs: a distance asked by several edges is found once)."""
+    def take(self, ks: np.ndarray, cells) -> _Problems:
+        """The transport problems ``ks`` with their costs (``cells``: one search per node
+        the group needs, a distance asked by several edges is found once)."""
         n_src, n_dst = np.diff(self.src)[ks], np.diff(self.dst)[ks]
         _, s_at = _ranges(self.src[ks], n_src)
         _, d_at = _ranges(self.dst[ks], n_dst)
         src = np.concatenate([[0], np.cumsum(n_src)])
         dst = np.concatenate([[0], np.cumsum(n_dst)])
-        u, v, bound = _pair_requests(
+        cost = cells(
             src,
             dst,
             self.src_node[s_at],
@@ -674,7 +722,6 @@ class _Supports:
             self.dst_hop[d_at],
             self.distance[ks],
         )
-        cost = _distances(search, u, v, bound)
         pair = np.concatenate([[0], np.cumsum(n_src * n_dst)])
         return _Problems(
             self.edges[ks],
@@ -725,7 +772,8 @@ def _supports(
     """The net-mass measures of the moving edges of ``subset`` (indices into the edges)
     and a search for the distances between them (numba, scipy, or torch on ``device``).
 
-    Returns ``(supports, search, d(x, y) of every edge of subset (S,))``; the supports'
+    Returns ``(supports, cells, d(x, y) of every edge of subset (S,))``: ``cells`` finds the
+    cost cells of a group of problems (:meth:`_Supports.take`); the supports'
     ``edges`` index ``subset``.
     """
     import scipy.sparse as sp
@@ -753,14 +801,15 @@ def _supports(
     arc_mass = (1.0 - alpha) * spread
     if distances == "compiled":
         hop, reach = _reaches(start, head, arc_w, n)
-        edge_search = _compiled_search(start, head, arc_w, hop, 1.0)
-        search = _compiled_search(start, head, arc_w, reach, _SOURCE_SHARE)
-    elif distances == "scipy":
-        search = _scipy_search(sp.csr_matrix((arc_w, (tail, head)), shape=(n, n)), n, chunk)
+        edge_cells = _compiled_cells(start, head, arc_w, hop, 1.0)
+        cells = _compiled_cells(start, head, arc_w, reach, _SOURCE_SHARE)
     else:
-        search = _torch_search(tail, head, arc_w, n, device, chunk)
-    if distances != "compiled":
-        edge_search = search
+        if distances == "scipy":
+            graph = sp.csr_matrix((arc_w, (tail, head)), shape=(n, n))
+            search = _scipy_search(graph, n, chunk)
+        else:
+            search = _torch_search(tail, head, arc_w, n, device, chunk)
+        cells = edge_cells = _pairwise_cells(search)
 
     def closed(ends: np.ndarray) -> tuple[np.ndarray, ...]:
         """(edge, node, mass, hop length) over the closed neighbourhood of each end."""
@@ -791,7 +840,7 @@ def _supports(
     is_src, is_dst = net > 0, net < 0
     out_mass = np.bincount(owner[is_src], net[is_src], minlength=e)
     in_mass = np.bincount(owner[is_dst], -net[is_dst], minlength=e)
-    d_xy = _distances(edge_search, ends_x, ends_y, w[subset])
+    d_xy = _edge_distances(edge_cells, ends_x, ends_y, w[subset])
     moving = (np.minimum(out_mass, in_mass) > _TINY_MASS) & (d_xy >= _ZERO_DISTANCE)
     keep = moving[owner]
     edges = np.flatnonzero(moving)
@@ -810,7 +859,7 @@ def _supports(
         src_hop=hop[is_src & keep],
         dst_hop=hop[is_dst & keep],
     )
-    return supports, search, d_xy
+    return supports, cells, d_xy
 
 
 def _locality(x_of: np.ndarray, y_of: np.ndarray, n: int) -> np.ndarray:
@@ -938,8 +987,8 @@ def sparse_ollivier_ricci(
         ``"batched"`` only: bound on each edge's curvature error (its certificate); edges
         whose certificate is wider are solved exactly.
     distances : {"compiled", "scipy", "torch"}
-        How the bounded shortest paths are found (module docstring): compiled Dijkstra
-        searches on the CPU, one per source node and pass, scipy's Dijkstra, or
+        How the bounded shortest paths are found (module docstring): compiled searches
+        that meet in the middle on the CPU, one per node and pass, scipy's Dijkstra, or
         Bellman-Ford sweeps in torch on the device of ``lengths`` (memory ``chunk x 2E``
         floats per sweep; on a GPU they have not been measured).
     chunk : int
@@ -998,7 +1047,7 @@ def sparse_ollivier_ricci(
     started = time.perf_counter()
     x_of, y_of = (t.cpu().numpy() for t in edge_index)
     w = lengths.detach().cpu().double().numpy()
-    supports, search, distance = _supports(
+    supports, cells, distance = _supports(
         x_of,
         y_of,
         w,
@@ -1019,7 +1068,7 @@ def sparse_ollivier_ricci(
     pairs = 0
     for ks in groups:
         tick = time.perf_counter()
-        problems = supports.take(ks, search)
+        problems = supports.take(ks, cells)
         tock = time.perf_counter()
         exact = np.ones(len(ks), dtype=bool)
         if method == "batched":
