@@ -333,6 +333,61 @@ def _meeting_cells(  # pragma: no cover - numba
 
 
 @_jit
+def _net_masses(start, head, arc_w, arc_mass, alpha, ends_x, ends_y):  # pragma: no cover
+    """``(edge, node, m_x - m_y, hop)`` over the closed neighbourhoods ``N[x] | N[y]`` of
+    each edge ``k`` (``x = ends_x[k]``, ``y = ends_y[k]``), edge after edge, each edge's
+    nodes in increasing id. ``hop`` is the node's arc length to ``y`` where the net mass is
+    negative (a target), to ``x`` otherwise (0 for the end itself or a node off ``N[x]``).
+    ``start`` is the CSR row start of the arcs (``head``, ``arc_w``, ``arc_mass``)."""
+    n = len(start) - 1
+    total, widest = 0, 0
+    for k in range(len(ends_x)):
+        both = start[ends_x[k] + 1] - start[ends_x[k]] + start[ends_y[k] + 1] - start[ends_y[k]]
+        total += both + 2
+        widest = max(widest, both + 2)
+    owner = np.empty(total, np.int64)
+    node = np.empty(total, np.int64)
+    net = np.empty(total)
+    hop = np.empty(total)
+    mass_x, mass_y = np.zeros(n), np.zeros(n)
+    hop_x, hop_y = np.zeros(n), np.zeros(n)
+    seen = np.full(n, -1, np.int64)
+    local = np.empty(widest, np.int64)
+    at = 0
+    for k in range(len(ends_x)):
+        count = 0
+        for side in range(2):
+            end = ends_x[k] if side == 0 else ends_y[k]
+            for a in range(start[end], start[end + 1] + 1):
+                last = a == start[end + 1]
+                v = end if last else head[a]
+                if seen[v] != k:
+                    seen[v] = k
+                    mass_x[v] = mass_y[v] = hop_x[v] = hop_y[v] = 0.0
+                    local[count] = v
+                    count += 1
+                m = alpha if last else arc_mass[a]
+                h = 0.0 if last else arc_w[a]
+                if side == 0:
+                    mass_x[v], hop_x[v] = m, h
+                else:
+                    mass_y[v], hop_y[v] = m, h
+        for q in range(1, count):  # insertion sort: a few dozen nodes
+            v, r = local[q], q
+            while r > 0 and local[r - 1] > v:
+                local[r] = local[r - 1]
+                r -= 1
+            local[r] = v
+        for q in range(count):
+            v = local[q]
+            owner[at], node[at] = k, v
+            net[at] = mass_x[v] - mass_y[v]
+            hop[at] = hop_y[v] if net[at] < 0 else hop_x[v]
+            at += 1
+    return owner[:at], node[:at], net[:at], hop[:at]
+
+
+@_jit
 def _pair_requests(src, dst, src_node, dst_node, src_hop, dst_hop, reach):  # pragma: no cover
     """Source node, target node and three-hop bound of every (problem, source, target)
     pair, problem after problem, sources x targets row-major (the order of ``cost``)."""
@@ -811,32 +866,9 @@ def _supports(
             search = _torch_search(tail, head, arc_w, n, device, chunk)
         cells = edge_cells = _pairwise_cells(search)
 
-    def closed(ends: np.ndarray) -> tuple[np.ndarray, ...]:
-        """(edge, node, mass, hop length) over the closed neighbourhood of each end."""
-        owner, arc = _ranges(start[ends], degree[ends] + 1)
-        last = arc == start[ends][owner] + degree[ends][owner]
-        arc = np.minimum(arc, len(tail) - 1)
-        node = np.where(last, ends[owner], head[arc])
-        return (
-            owner,
-            node,
-            np.where(last, alpha, arc_mass[arc]),
-            np.where(last, 0.0, arc_w[arc]),
-        )
-
     # net masses m_x - m_y per (edge, node); sources keep their hop to x, targets to y
     e, ends_x, ends_y = len(subset), x_of[subset], y_of[subset]
-    own_x, node_x, mass_x, hop_x = closed(ends_x)
-    own_y, node_y, mass_y, hop_y = closed(ends_y)
-    keys, inverse = np.unique(
-        np.concatenate([own_x * n + node_x, own_y * n + node_y]), return_inverse=True
-    )
-    split = len(own_x)
-    net = np.bincount(inverse, np.concatenate([mass_x, -mass_y]), minlength=len(keys))
-    hop = np.zeros(len(keys))
-    hop[inverse[:split]] = hop_x
-    hop[inverse[split:]] = np.where(net[inverse[split:]] < 0, hop_y, hop[inverse[split:]])
-    owner, node = keys // n, keys % n
+    owner, node, net, hop = _net_masses(start, head, arc_w, arc_mass, alpha, ends_x, ends_y)
     is_src, is_dst = net > 0, net < 0
     out_mass = np.bincount(owner[is_src], net[is_src], minlength=e)
     in_mass = np.bincount(owner[is_dst], -net[is_dst], minlength=e)
