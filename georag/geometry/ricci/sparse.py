@@ -263,21 +263,51 @@ def _pair_requests(src, dst, src_node, dst_node, src_hop, dst_hop, reach):  # pr
 
 
 @_jit
+def _sort_keys(keys, lo, hi):  # pragma: no cover - numba
+    """Sort ``keys[lo:hi]`` in place (insertion sort: the rows of a problem are short)."""
+    for q in range(lo + 1, hi):
+        x = keys[q]
+        at = q
+        while at > lo and keys[at - 1] > x:
+            keys[at] = keys[at - 1]
+            at -= 1
+        keys[at] = x
+
+
+@_jit
+def _sift_down(key, item, size, at):  # pragma: no cover - numba
+    """Restore the binary min-heap ``key[:size], item[:size]`` below position ``at``."""
+    d, v = key[at], item[at]
+    while True:
+        child = 2 * at + 1
+        if child >= size:
+            break
+        if child + 1 < size and key[child + 1] < key[child]:
+            child += 1
+        if key[child] >= d:
+            break
+        key[at], item[at] = key[child], item[child]
+        at = child
+    key[at], item[at] = d, v
+
+
+@_jit
 def _simplex(  # pragma: no cover - numba
     a,
     b,
     c,
     max_pivots,
     keys,
+    head,
+    heap_key,
+    heap_row,
     ci,
     cj,
     flow,
     s,
     d,
-    row_on,
     col_on,
     deg,
-    fill,
     adj,
     pot,
     depth,
@@ -291,79 +321,92 @@ def _simplex(  # pragma: no cover - numba
     by the transportation simplex; NaN after ``max_pivots`` pivots.
 
     The basis is a spanning tree of m + n - 1 cells, started by the least-cost rule (the
-    cells in increasing cost, each taking what its row and column still hold); each pivot
-    computes the potentials over the tree, enters the cell of most negative reduced cost
-    (Dantzig's rule, tolerance 1e-12 of the largest cost) and moves the cycle's smallest
-    flow around it. The remaining arguments are work buffers.
+    cells in increasing cost, each taking what its row and column still hold): each row's
+    cells are sorted, and a heap of the open rows merges them, so that the cells of closed
+    rows are never read. Each pivot enters the cell of most negative reduced cost (Dantzig's
+    rule over every cell, tolerance 1e-12 of the largest cost) and moves the cycle's
+    smallest flow around it; the tree (each node's incident cells, its parent, depth and
+    potential) is kept across pivots and only the part cut off by the leaving cell is
+    re-hung and re-priced, each potential still computed along its path from node 0. The
+    remaining arguments are work buffers (``adj`` is (m + n, max(m, n))).
     """
     m, n = c.shape
     nb = m + n - 1
-    nodes = m + n
     top = 0.0
-    for q in range(m * n):
-        x = c[q // n, q % n]
-        top = max(top, x)
-        # the order of non-negative floats is that of their bits: the low 16 carry q
-        keys[q] = (np.int64(np.float64(x).view(np.int64)) & ~np.int64(0xFFFF)) | q
-    kk = keys[: m * n]
-    kk.sort()
+    for i in range(m):
+        for j in range(n):
+            x = c[i, j]
+            top = max(top, x)
+            # the order of non-negative floats is that of their bits: the low 16 carry q
+            keys[i * n + j] = (np.int64(np.float64(x).view(np.int64)) & ~np.int64(0xFFFF)) | (
+                i * n + j
+            )
+        _sort_keys(keys, i * n, i * n + n)
+        head[i] = i * n
+        heap_key[i], heap_row[i] = keys[i * n], i
+    for i in range(m // 2 - 1, -1, -1):
+        _sift_down(heap_key, heap_row, m, i)
     s[:m] = a
     d[:n] = b
-    row_on[:m] = True
     col_on[:n] = True
-    rows_left, cols_left, t = m, n, 0
-    for r in range(m * n):
-        q = kk[r] & 0xFFFF
+    rows, rows_left, cols_left, t = m, m, n, 0
+    while t < nb:
+        q = heap_key[0] & 0xFFFF
         i, j = q // n, q % n
-        if not (row_on[i] and col_on[j]):
-            continue
-        ci[t], cj[t] = i, j
-        if rows_left == 1 and cols_left == 1:
-            f = s[i]
-        elif rows_left == 1 or (cols_left > 1 and d[j] <= s[i]):
-            f = d[j]
-            s[i] -= f
-            col_on[j] = False
-            cols_left -= 1
+        close_row = False
+        if col_on[j]:
+            ci[t], cj[t] = i, j
+            if rows_left == 1 and cols_left == 1:
+                f = s[i]
+            elif rows_left == 1 or (cols_left > 1 and d[j] <= s[i]):
+                f = d[j]
+                s[i] -= f
+                col_on[j] = False
+                cols_left -= 1
+            else:
+                f = s[i]
+                d[j] -= f
+                rows_left -= 1
+                close_row = True
+            flow[t] = max(f, 0.0)
+            t += 1
+        head[i] += 1
+        if close_row or head[i] == i * n + n:
+            rows -= 1
+            heap_key[0], heap_row[0] = heap_key[rows], heap_row[rows]
         else:
-            f = s[i]
-            d[j] -= f
-            row_on[i] = False
-            rows_left -= 1
-        flow[t] = max(f, 0.0)
-        t += 1
-        if t == nb:
-            break
+            heap_key[0] = keys[head[i]]
+        _sift_down(heap_key, heap_row, rows, 0)
+    nodes = m + n
+    for x in range(nodes):
+        deg[x] = 0
+    for t in range(nb):
+        x, y = ci[t], m + cj[t]
+        adj[x, deg[x]] = t
+        deg[x] += 1
+        adj[y, deg[y]] = t
+        deg[y] += 1
+    for x in range(nodes):
+        depth[x] = -1
+    depth[0], pot[0], up_cell[0], up_node[0], queue[0] = 0, 0.0, -1, -1, 0
+    e, stop = 0, 1
     tol = 1e-12 * top
     for pivot in range(max_pivots + 1):
-        for x in range(nodes + 1):
-            deg[x] = 0
-        for t in range(nb):
-            deg[ci[t] + 1] += 1
-            deg[m + cj[t] + 1] += 1
-        for x in range(nodes):
-            deg[x + 1] += deg[x]
-            fill[x] = deg[x]
-        for t in range(nb):
-            adj[fill[ci[t]]] = t
-            fill[ci[t]] += 1
-            adj[fill[m + cj[t]]] = t
-            fill[m + cj[t]] += 1
-        for x in range(nodes):
-            depth[x] = -1
-        depth[0], pot[0], queue[0], head, tail = 0, 0.0, 0, 0, 1
-        while head < tail:
-            x = queue[head]
-            head += 1
-            for q in range(deg[x], deg[x + 1]):
-                t = adj[q]
+        # (re-)hang the nodes reached from queue[0], each below the node it is reached from
+        first = 0
+        while first < stop:
+            x = queue[first]
+            first += 1
+            for q in range(deg[x]):
+                t = adj[x, q]
+                if t == up_cell[x]:
+                    continue
                 y = m + cj[t] if x < m else ci[t]
-                if depth[y] < 0:
-                    depth[y] = depth[x] + 1
-                    pot[y] = c[ci[t], cj[t]] - pot[x]
-                    up_cell[y], up_node[y] = t, x
-                    queue[tail] = y
-                    tail += 1
+                depth[y] = depth[x] + 1
+                pot[y] = c[ci[t], cj[t]] - pot[x]
+                up_cell[y], up_node[y] = t, x
+                queue[stop] = y
+                stop += 1
         best, bi, bj = -tol, -1, -1
         for i in range(m):
             ui = pot[i]
@@ -397,16 +440,30 @@ def _simplex(  # pragma: no cover - numba
         for q in range(ny):
             path[nx + q] = back[ny - 1 - q]
         length = nx + ny
-        theta, leave = np.inf, -1
+        theta, leave, at = np.inf, -1, -1
         for q in range(0, length, 2):
             if flow[path[q]] < theta:
-                theta, leave = flow[path[q]], path[q]
+                theta, leave, at = flow[path[q]], path[q], q
         for q in range(length):
             if q % 2 == 0:
                 flow[path[q]] -= theta
             else:
                 flow[path[q]] += theta
+        # the leaving cell cuts off the side of the entering cell's end below it
+        for x in (ci[leave], m + cj[leave]):
+            q = 0
+            while adj[x, q] != leave:
+                q += 1
+            deg[x] -= 1
+            adj[x, q] = adj[x, deg[x]]
         ci[leave], cj[leave], flow[leave] = bi, bj, theta
+        for x in (bi, m + bj):
+            adj[x, deg[x]] = leave
+            deg[x] += 1
+        e, f = (m + bj, bi) if at < nx else (bi, m + bj)
+        depth[e] = depth[f] + 1
+        pot[e] = c[bi, bj] - pot[f]
+        up_cell[e], up_node[e], queue[0], stop = leave, f, e, 1
     return np.nan
 
 
@@ -422,16 +479,17 @@ def _transport_all(src, dst, pair, source, target, cost):  # pragma: no cover - 
         big_mn = max(big_mn, min(pair[k + 1] - pair[k], _MAX_CELLS))
     nodes = big_m + big_n
     keys = np.empty(big_mn, np.int64)
+    head = np.empty(big_m, np.int64)
+    heap_key = np.empty(big_m, np.int64)
+    heap_row = np.empty(big_m, np.int64)
     ci = np.empty(nodes, np.int64)
     cj = np.empty(nodes, np.int64)
     flow = np.empty(nodes)
     s = np.empty(big_m)
     d = np.empty(big_n)
-    row_on = np.empty(big_m, np.bool_)
     col_on = np.empty(big_n, np.bool_)
-    deg = np.empty(nodes + 1, np.int64)
-    fill = np.empty(nodes + 1, np.int64)
-    adj = np.empty(2 * nodes, np.int64)
+    deg = np.empty(nodes, np.int64)
+    adj = np.empty((nodes, max(big_m, big_n)), np.int64)
     pot = np.empty(nodes)
     depth = np.empty(nodes, np.int64)
     up_cell = np.empty(nodes, np.int64)
@@ -458,15 +516,16 @@ def _transport_all(src, dst, pair, source, target, cost):  # pragma: no cover - 
             c,
             100 * (na + nbb) + 100,
             keys,
+            head,
+            heap_key,
+            heap_row,
             ci,
             cj,
             flow,
             s,
             d,
-            row_on,
             col_on,
             deg,
-            fill,
             adj,
             pot,
             depth,
