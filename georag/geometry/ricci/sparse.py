@@ -72,6 +72,7 @@ _ZERO_DISTANCE = 1e-7
 _TINY_MASS = 64 * float(np.finfo(np.float64).eps)  # identical measures below this
 _GAP_FLOOR = 1e-13  # the interior point's duality gap is not resolved below rounding
 _MAX_CELLS = 1 << 16  # the compiled simplex packs a cell's index in 16 bits
+_CLOSED = np.iinfo(np.int64).max  # the compiled simplex's key of a cell out of the start
 _BUCKETS = np.array([1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256])
 
 
@@ -263,32 +264,12 @@ def _pair_requests(src, dst, src_node, dst_node, src_hop, dst_hop, reach):  # pr
 
 
 @_jit
-def _sort_keys(keys, lo, hi):  # pragma: no cover - numba
-    """Sort ``keys[lo:hi]`` in place (insertion sort: the rows of a problem are short)."""
+def _row_min(keys, lo, hi):  # pragma: no cover - numba
+    """Smallest of ``keys[lo:hi]``."""
+    best = keys[lo]
     for q in range(lo + 1, hi):
-        x = keys[q]
-        at = q
-        while at > lo and keys[at - 1] > x:
-            keys[at] = keys[at - 1]
-            at -= 1
-        keys[at] = x
-
-
-@_jit
-def _sift_down(key, item, size, at):  # pragma: no cover - numba
-    """Restore the binary min-heap ``key[:size], item[:size]`` below position ``at``."""
-    d, v = key[at], item[at]
-    while True:
-        child = 2 * at + 1
-        if child >= size:
-            break
-        if child + 1 < size and key[child + 1] < key[child]:
-            child += 1
-        if key[child] >= d:
-            break
-        key[at], item[at] = key[child], item[child]
-        at = child
-    key[at], item[at] = d, v
+        best = min(best, keys[q])
+    return best
 
 
 @_jit
@@ -299,14 +280,11 @@ def _simplex(  # pragma: no cover - numba
     max_pivots,
     keys,
     head,
-    heap_key,
-    heap_row,
     ci,
     cj,
     flow,
     s,
     d,
-    col_on,
     deg,
     adj,
     pot,
@@ -321,13 +299,13 @@ def _simplex(  # pragma: no cover - numba
     by the transportation simplex; NaN after ``max_pivots`` pivots.
 
     The basis is a spanning tree of m + n - 1 cells, started by the least-cost rule (the
-    cells in increasing cost, each taking what its row and column still hold): each row's
-    cells are sorted, and a heap of the open rows merges them, so that the cells of closed
-    rows are never read. Each pivot enters the cell of most negative reduced cost (Dantzig's
-    rule over every cell, tolerance 1e-12 of the largest cost) and moves the cycle's
-    smallest flow around it; the tree (each node's incident cells, its parent, depth and
-    potential) is kept across pivots and only the part cut off by the leaving cell is
-    re-hung and re-priced, each potential still computed along its path from node 0. The
+    cells in increasing cost, each taking what its row and column still hold): each open
+    row keeps its cheapest open cell, found again only when that cell's column closes, and
+    the start takes the cheapest of these. Each pivot enters the cell of most negative
+    reduced cost (Dantzig's rule over every cell, tolerance 1e-12 of the largest cost) and
+    moves the cycle's smallest flow around it; the tree (each node's incident cells, its
+    parent, depth and potential) is kept across pivots and only the part cut off by the
+    leaving cell is re-hung, each potential still computed along its path from node 0. The
     remaining arguments are work buffers (``adj`` is (m + n, max(m, n))).
     """
     m, n = c.shape
@@ -341,42 +319,31 @@ def _simplex(  # pragma: no cover - numba
             keys[i * n + j] = (np.int64(np.float64(x).view(np.int64)) & ~np.int64(0xFFFF)) | (
                 i * n + j
             )
-        _sort_keys(keys, i * n, i * n + n)
-        head[i] = i * n
-        heap_key[i], heap_row[i] = keys[i * n], i
-    for i in range(m // 2 - 1, -1, -1):
-        _sift_down(heap_key, heap_row, m, i)
+        head[i] = _row_min(keys, i * n, i * n + n)
     s[:m] = a
     d[:n] = b
-    col_on[:n] = True
-    rows, rows_left, cols_left, t = m, m, n, 0
-    while t < nb:
-        q = heap_key[0] & 0xFFFF
+    rows_left, cols_left = m, n
+    for t in range(nb):
+        q = _row_min(head, 0, m) & 0xFFFF
         i, j = q // n, q % n
-        close_row = False
-        if col_on[j]:
-            ci[t], cj[t] = i, j
-            if rows_left == 1 and cols_left == 1:
-                f = s[i]
-            elif rows_left == 1 or (cols_left > 1 and d[j] <= s[i]):
-                f = d[j]
-                s[i] -= f
-                col_on[j] = False
-                cols_left -= 1
-            else:
-                f = s[i]
-                d[j] -= f
-                rows_left -= 1
-                close_row = True
-            flow[t] = max(f, 0.0)
-            t += 1
-        head[i] += 1
-        if close_row or head[i] == i * n + n:
-            rows -= 1
-            heap_key[0], heap_row[0] = heap_key[rows], heap_row[rows]
+        ci[t], cj[t] = i, j
+        if rows_left == 1 and cols_left == 1:
+            f = s[i]
+        elif rows_left == 1 or (cols_left > 1 and d[j] <= s[i]):
+            f = d[j]
+            s[i] -= f
+            cols_left -= 1
+            for r in range(m):  # close column j
+                old = keys[r * n + j]
+                keys[r * n + j] = _CLOSED
+                if head[r] == old:
+                    head[r] = _row_min(keys, r * n, r * n + n)
         else:
-            heap_key[0] = keys[head[i]]
-        _sift_down(heap_key, heap_row, rows, 0)
+            f = s[i]
+            d[j] -= f
+            rows_left -= 1
+            head[i] = _CLOSED
+        flow[t] = max(f, 0.0)
     nodes = m + n
     for x in range(nodes):
         deg[x] = 0
@@ -480,14 +447,11 @@ def _transport_all(src, dst, pair, source, target, cost):  # pragma: no cover - 
     nodes = big_m + big_n
     keys = np.empty(big_mn, np.int64)
     head = np.empty(big_m, np.int64)
-    heap_key = np.empty(big_m, np.int64)
-    heap_row = np.empty(big_m, np.int64)
     ci = np.empty(nodes, np.int64)
     cj = np.empty(nodes, np.int64)
     flow = np.empty(nodes)
     s = np.empty(big_m)
     d = np.empty(big_n)
-    col_on = np.empty(big_n, np.bool_)
     deg = np.empty(nodes, np.int64)
     adj = np.empty((nodes, max(big_m, big_n)), np.int64)
     pot = np.empty(nodes)
@@ -517,14 +481,11 @@ def _transport_all(src, dst, pair, source, target, cost):  # pragma: no cover - 
             100 * (na + nbb) + 100,
             keys,
             head,
-            heap_key,
-            heap_row,
             ci,
             cj,
             flow,
             s,
             d,
-            col_on,
             deg,
             adj,
             pot,
