@@ -282,6 +282,7 @@ def _simplex(  # pragma: no cover - numba
     head,
     ci,
     cj,
+    cc,
     flow,
     s,
     d,
@@ -310,15 +311,15 @@ def _simplex(  # pragma: no cover - numba
     """
     m, n = c.shape
     nb = m + n - 1
-    top = 0.0
+    nodes = m + n
+    top = np.int64(0)
     for i in range(m):
+        row = c[i]
         for j in range(n):
-            x = c[i, j]
-            top = max(top, x)
+            bits = np.float64(row[j]).view(np.int64)
+            top = max(top, bits)
             # the order of non-negative floats is that of their bits: the low 16 carry q
-            keys[i * n + j] = (np.int64(np.float64(x).view(np.int64)) & ~np.int64(0xFFFF)) | (
-                i * n + j
-            )
+            keys[i * n + j] = (bits & ~np.int64(0xFFFF)) | (i * n + j)
         head[i] = _row_min(keys, i * n, i * n + n)
     s[:m] = a
     d[:n] = b
@@ -326,7 +327,7 @@ def _simplex(  # pragma: no cover - numba
     for t in range(nb):
         q = _row_min(head, 0, m) & 0xFFFF
         i, j = q // n, q % n
-        ci[t], cj[t] = i, j
+        ci[t], cj[t], cc[t] = i, j, c[i, j]
         if rows_left == 1 and cols_left == 1:
             f = s[i]
         elif rows_left == 1 or (cols_left > 1 and d[j] <= s[i]):
@@ -344,7 +345,6 @@ def _simplex(  # pragma: no cover - numba
             rows_left -= 1
             head[i] = _CLOSED
         flow[t] = max(f, 0.0)
-    nodes = m + n
     for x in range(nodes):
         deg[x] = 0
     for t in range(nb):
@@ -353,11 +353,9 @@ def _simplex(  # pragma: no cover - numba
         deg[x] += 1
         adj[y, deg[y]] = t
         deg[y] += 1
-    for x in range(nodes):
-        depth[x] = -1
     depth[0], pot[0], up_cell[0], up_node[0], queue[0] = 0, 0.0, -1, -1, 0
-    e, stop = 0, 1
-    tol = 1e-12 * top
+    stop = 1
+    tol = 1e-12 * np.int64(top).view(np.float64)
     for pivot in range(max_pivots + 1):
         # (re-)hang the nodes reached from queue[0], each below the node it is reached from
         first = 0
@@ -366,14 +364,13 @@ def _simplex(  # pragma: no cover - numba
             first += 1
             for q in range(deg[x]):
                 t = adj[x, q]
-                if t == up_cell[x]:
-                    continue
-                y = m + cj[t] if x < m else ci[t]
-                depth[y] = depth[x] + 1
-                pot[y] = c[ci[t], cj[t]] - pot[x]
-                up_cell[y], up_node[y] = t, x
-                queue[stop] = y
-                stop += 1
+                if t != up_cell[x]:
+                    y = ci[t] + m + cj[t] - x
+                    depth[y] = depth[x] + 1
+                    pot[y] = cc[t] - pot[x]
+                    up_cell[y], up_node[y] = t, x
+                    queue[stop] = y
+                    stop += 1
         best, bi, bj = -tol, -1, -1
         for i in range(m):
             ui = pot[i]
@@ -384,7 +381,7 @@ def _simplex(  # pragma: no cover - numba
         if bi < 0:
             value = 0.0
             for t in range(nb):
-                value += flow[t] * c[ci[t], cj[t]]
+                value += flow[t] * cc[t]
             return value
         if pivot == max_pivots:
             break
@@ -411,11 +408,10 @@ def _simplex(  # pragma: no cover - numba
         for q in range(0, length, 2):
             if flow[path[q]] < theta:
                 theta, leave, at = flow[path[q]], path[q], q
-        for q in range(length):
-            if q % 2 == 0:
-                flow[path[q]] -= theta
-            else:
-                flow[path[q]] += theta
+        for q in range(0, length, 2):
+            flow[path[q]] -= theta
+        for q in range(1, length, 2):
+            flow[path[q]] += theta
         # the leaving cell cuts off the side of the entering cell's end below it
         for x in (ci[leave], m + cj[leave]):
             q = 0
@@ -423,13 +419,13 @@ def _simplex(  # pragma: no cover - numba
                 q += 1
             deg[x] -= 1
             adj[x, q] = adj[x, deg[x]]
-        ci[leave], cj[leave], flow[leave] = bi, bj, theta
+        ci[leave], cj[leave], cc[leave], flow[leave] = bi, bj, c[bi, bj], theta
         for x in (bi, m + bj):
             adj[x, deg[x]] = leave
             deg[x] += 1
         e, f = (m + bj, bi) if at < nx else (bi, m + bj)
         depth[e] = depth[f] + 1
-        pot[e] = c[bi, bj] - pot[f]
+        pot[e] = cc[leave] - pot[f]
         up_cell[e], up_node[e], queue[0], stop = leave, f, e, 1
     return np.nan
 
@@ -449,6 +445,7 @@ def _transport_all(src, dst, pair, source, target, cost):  # pragma: no cover - 
     head = np.empty(big_m, np.int64)
     ci = np.empty(nodes, np.int64)
     cj = np.empty(nodes, np.int64)
+    cc = np.empty(nodes)
     flow = np.empty(nodes)
     s = np.empty(big_m)
     d = np.empty(big_n)
@@ -483,6 +480,7 @@ def _transport_all(src, dst, pair, source, target, cost):  # pragma: no cover - 
             head,
             ci,
             cj,
+            cc,
             flow,
             s,
             d,
