@@ -302,12 +302,15 @@ def _simplex(  # pragma: no cover - numba
     The basis is a spanning tree of m + n - 1 cells, started by the least-cost rule (the
     cells in increasing cost, each taking what its row and column still hold): each open
     row keeps its cheapest open cell, found again only when that cell's column closes, and
-    the start takes the cheapest of these. Each pivot enters the cell of most negative
-    reduced cost (Dantzig's rule over every cell, tolerance 1e-12 of the largest cost) and
-    moves the cycle's smallest flow around it; the tree (each node's incident cells, its
-    parent, depth and potential) is kept across pivots and only the part cut off by the
-    leaving cell is re-hung, each potential still computed along its path from node 0. The
-    remaining arguments are work buffers (``adj`` is (m + n, max(m, n))).
+    the start takes the cheapest of these. Each pivot prices the rows in blocks of two,
+    cyclically from where the last pricing stopped, and enters the cell of most negative
+    reduced cost (tolerance 1e-12 of the largest cost) of the first block that holds one
+    (the block search rule of Kovacs, "Minimum-cost flow algorithms: an experimental
+    evaluation"); a whole round without one is optimal. The pivot moves the cycle's
+    smallest flow around it; the tree (each node's incident cells, its parent, depth and
+    potential) is kept across pivots and only the part cut off by the leaving cell is
+    re-hung, each potential still computed along its path from node 0. The remaining
+    arguments are work buffers (``adj`` is (m + n, max(m, n))).
     """
     m, n = c.shape
     nb = m + n - 1
@@ -356,6 +359,7 @@ def _simplex(  # pragma: no cover - numba
     depth[0], pot[0], up_cell[0], up_node[0], queue[0] = 0, 0.0, -1, -1, 0
     stop = 1
     tol = 1e-12 * np.int64(top).view(np.float64)
+    row = 0
     for pivot in range(max_pivots + 1):
         # (re-)hang the nodes reached from queue[0], each below the node it is reached from
         first = 0
@@ -371,13 +375,17 @@ def _simplex(  # pragma: no cover - numba
                     up_cell[y], up_node[y] = t, x
                     queue[stop] = y
                     stop += 1
-        best, bi, bj = -tol, -1, -1
-        for i in range(m):
+        best, bi, bj, i = -tol, -1, -1, row
+        for scanned in range(1, m + 1):
             ui = pot[i]
             for j in range(n):
                 r = c[i, j] - ui - pot[m + j]
                 if r < best:
                     best, bi, bj = r, i, j
+            i = i + 1 if i + 1 < m else 0
+            if bi >= 0 and scanned >= 2:
+                break
+        row = i
         if bi < 0:
             value = 0.0
             for t in range(nb):
@@ -401,17 +409,23 @@ def _simplex(  # pragma: no cover - numba
             back[ny] = up_cell[y]
             ny += 1
             y = up_node[y]
-        for q in range(ny):
-            path[nx + q] = back[ny - 1 - q]
-        length = nx + ny
-        theta, leave, at = np.inf, -1, -1
-        for q in range(0, length, 2):
+        # the cycle's cells an even number of steps from the entering cell lose flow; the
+        # first of the smallest in the cycle's order from column bj leaves
+        theta, leave, cut = np.inf, -1, False
+        for q in range(0, nx, 2):
             if flow[path[q]] < theta:
-                theta, leave, at = flow[path[q]], path[q], q
-        for q in range(0, length, 2):
+                theta, leave, cut = flow[path[q]], path[q], True
+        for q in range((ny - 1) & ~1, -1, -2):
+            if flow[back[q]] < theta:
+                theta, leave, cut = flow[back[q]], back[q], False
+        for q in range(0, nx, 2):
             flow[path[q]] -= theta
-        for q in range(1, length, 2):
+        for q in range(1, nx, 2):
             flow[path[q]] += theta
+        for q in range(0, ny, 2):
+            flow[back[q]] -= theta
+        for q in range(1, ny, 2):
+            flow[back[q]] += theta
         # the leaving cell cuts off the side of the entering cell's end below it
         for x in (ci[leave], m + cj[leave]):
             q = 0
@@ -423,7 +437,7 @@ def _simplex(  # pragma: no cover - numba
         for x in (bi, m + bj):
             adj[x, deg[x]] = leave
             deg[x] += 1
-        e, f = (m + bj, bi) if at < nx else (bi, m + bj)
+        e, f = (m + bj, bi) if cut else (bi, m + bj)
         depth[e] = depth[f] + 1
         pot[e] = cc[leave] - pot[f]
         up_cell[e], up_node[e], queue[0], stop = leave, f, e, 1
