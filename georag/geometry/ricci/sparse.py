@@ -366,12 +366,12 @@ def _simplex(  # pragma: no cover - numba
         while first < stop:
             x = queue[first]
             first += 1
+            ends, up, below, px = m - x, up_cell[x], depth[x] + 1, pot[x]
             for q in range(deg[x]):
                 t = adj[x, q]
-                if t != up_cell[x]:
-                    y = ci[t] + m + cj[t] - x
-                    depth[y] = depth[x] + 1
-                    pot[y] = cc[t] - pot[x]
+                if t != up:
+                    y = ci[t] + cj[t] + ends
+                    depth[y], pot[y] = below, cc[t] - px
                     up_cell[y], up_node[y] = t, x
                     queue[stop] = y
                     stop += 1
