@@ -35,7 +35,7 @@ import numpy as np
 from georag.perf.bench import bench_parser, start
 
 RUNNER = """
-import json, logging, os, sys, time
+import inspect, json, logging, os, sys, time
 import numpy as np, torch
 torch.set_num_threads(int(sys.argv[4]))
 try:
@@ -60,7 +60,8 @@ for _ in range(int(sys.argv[3])):
     kappa = sparse_ollivier_ricci(edges, lengths, n, method=method)
     runs.append([time.process_time() - cpu, time.perf_counter() - wall, os.getloadavg()[0]])
 np.save(sys.argv[2], kappa.numpy())
-print(json.dumps({"runs": runs, "split": records[-1] if records else ""}))
+source = inspect.getsourcefile(sparse_ollivier_ricci)
+print(json.dumps({"runs": runs, "split": records[-1] if records else "", "source": source}))
 """
 
 
@@ -92,12 +93,16 @@ def run_tree(tree: Path, graph: Path, out: Path, repeats: int, threads: int, met
     done = subprocess.run(
         [sys.executable, "-c", RUNNER, str(graph), str(out), str(repeats), str(threads), method],
         env=env,
+        cwd=out.parent,  # not the caller's folder, which "-c" would put first on sys.path
         capture_output=True,
         text=True,
     )
     if done.returncode:
         raise SystemExit(f"georag: error: --trees {tree}: {done.stderr.strip().splitlines()[-1]}")
-    return json.loads(done.stdout.strip().splitlines()[-1]), np.load(out)
+    line = json.loads(done.stdout.strip().splitlines()[-1])
+    if not Path(line["source"]).resolve().is_relative_to(tree.resolve()):
+        raise SystemExit(f"georag: error: --trees {tree}: ran {line['source']} instead")
+    return line, np.load(out)
 
 
 def main() -> None:
@@ -135,7 +140,7 @@ def main() -> None:
             first = kappa if first is None else first
             ms = 1e3 * float(np.median(cpu)) / count
             rows.append((f"{tree} ({method})", ms, line, float(np.abs(kappa - first).max())))
-            print(f"# {tree} ({method}): {line['split']}")
+            print(f"# {tree} ({method}, {line['source']}): {line['split']}")
     base = rows[0][1]
     print(
         "\n| tree | CPU ms per edge (median) | ratio to the first | CPU s per run | wall s per run "

@@ -1,5 +1,6 @@
-"""scripts/bench/bench_sparse_ricci_trees.py on a small graph file: the same tree twice gives
-the same curvatures, POT agrees, and a folder without georag is refused."""
+"""scripts/bench/bench_sparse_ricci_trees.py on a small graph file: each tree runs its own
+code, the same tree twice gives the same curvatures, POT agrees, and a folder without georag
+is refused."""
 
 from __future__ import annotations
 
@@ -36,6 +37,7 @@ def test_two_runs_of_one_tree_agree_with_each_other_and_with_pot(tmp_path):
     small_graph(tmp_path / "g.npz")
     done = run("--graph", str(tmp_path / "g.npz"), "--trees", ".", ".", "--repeats", "1", "--pot")
     assert done.returncode == 0, done.stderr
+    assert f"(exact, {ROOT / 'georag/geometry/ricci/sparse.py'})" in done.stdout
     rows = [line for line in done.stdout.splitlines() if line.startswith("| . (")]
     assert [row.split(" | ")[0] for row in rows] == ["| . (exact)", "| . (exact)", "| . (pot)"]
     differences = [float(row.rstrip(" |").rsplit(" | ", 1)[1]) for row in rows]
