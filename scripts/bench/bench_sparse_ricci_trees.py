@@ -14,11 +14,11 @@ reference of the exact path. Graphs: ``--graph scifact`` (SciFact's exact k-NN g
 builds it) or a graph file of scripts/bench/bench_scale.py (``--work`` folder,
 ``ivf_graph_*.npz``)::
 
-    git archive b84e303 georag | tar -x -C /tmp/tree_b84e303
+    mkdir /tmp/tree_old && git archive COMMIT georag | tar -x -C /tmp/tree_old
     python scripts/bench/bench_sparse_ricci_trees.py --threads 1 --data-dir ../shared/data \\
-        --trees /tmp/tree_b84e303 . --repeats 3 --pot
+        --trees /tmp/tree_old . --repeats 3 --pot
     python scripts/bench/bench_sparse_ricci_trees.py --threads 1 \\
-        --graph runs/bench_scale/ivf_graph_100000_scifact64_k10.npz --trees /tmp/tree_b84e303 .
+        --graph runs/bench_scale/ivf_graph_100000_scifact64_k10.npz --trees /tmp/tree_old .
 """
 
 from __future__ import annotations
