@@ -240,14 +240,13 @@ def _meeting_cells(  # pragma: no cover - numba
     problems = len(src) - 1
     # the distinct targets and their balls: CSR rows of (node, distance to the target)
     slot = np.full(n, -1, np.int64)
+    target = np.empty(len(dst_node), np.int64)
     count = 0
     for j in range(len(dst_node)):
         if slot[dst_node[j]] < 0:
             slot[dst_node[j]] = count
+            target[count] = dst_node[j]
             count += 1
-    target = np.empty(count, np.int64)
-    for j in range(len(dst_node)):
-        target[slot[dst_node[j]]] = dst_node[j]
     ball_first = np.zeros(count + 1, np.int64)
     ball_node = np.empty(16 * count + 16, np.int64)
     ball_dist = np.empty(16 * count + 16)
