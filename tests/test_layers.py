@@ -4,7 +4,7 @@ The order (docs/architecture.md), bottom to top::
 
     batch, config, _io, resources      (bottom: importable from anywhere; import only each other)
     geometry                           (imports nothing of georag)
-    perf -> models -> data -> retrieval -> rerank -> eval -> train/ -> experiments
+    perf -> models -> data -> retrieval -> rerank -> retrievers -> eval -> train/ -> experiments
                                         -> api, integrations, serve, cli     (and scripts/)
 
 ``train/`` is a package beside georag: it imports georag below ``experiments``; of georag
@@ -30,6 +30,7 @@ LAYERS = [
     "data",
     "retrieval",
     "rerank",
+    "retrievers",
     "eval",
     "experiments",
     "api",

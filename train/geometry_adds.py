@@ -21,13 +21,13 @@ validation) and a report pool. On it, in this order:
   ``ltr+geo``: the same features in LambdaRank (gradient-free); and the feature-drop
   rows (one feature left out at a time);
 * ``map+bm25 + phrase-PPR``: ``map+bm25 + w * PPR / max PPR``, the personalized PageRank
-  mass over the corpus' passage-phrase graph (:mod:`georag.rerank.phrase_ppr`), seeded from
+  mass over the corpus' passage-phrase graph (:mod:`georag.retrievers.phrase_ppr`), seeded from
   the map's scores on the pool's passages and from the query's phrases, taken at the pool's
   documents over each query's largest there; the passage weight and ``w`` chosen on the
   validation queries (``w`` = 0 is ``map+bm25`` itself).
 
 Among the geometric features, ``phrase_ppr`` is that mass seeded from the first-stage
-cosine with :class:`~georag.rerank.phrase_ppr.PhrasePPRConfig`'s defaults (the corpus
+cosine with :class:`~georag.retrievers.phrase_ppr.PhrasePPRConfig`'s defaults (the corpus
 graph is built once per corpus and cached).
 
 Nothing is chosen on the report pool. Every training starts by validating its starting
@@ -49,7 +49,6 @@ from georag.rerank.adapter import AdapterConfig, LearnedAdapter
 from georag.rerank.doc_prior import prior_scores, relevant_elsewhere
 from georag.rerank.geo_features import HUB_FEATURES, POOL_FEATURES, hubness_features, pool_features
 from georag.rerank.ltr import LambdaRank, LambdaRankConfig, rank_feature
-from georag.rerank.phrase_ppr import PhrasePPRConfig, phrase_ppr_feature, residual_scores
 from georag.rerank.residual_heads import (
     FeatureHead,
     FeatureHeadConfig,
@@ -60,6 +59,7 @@ from georag.rerank.rocchio import rocchio_scores
 from georag.resources import default_cache_dir
 from georag.retrieval.bm25 import BM25Index, tokenize
 from georag.retrieval.phrase_graph import PhraseGraph, build_phrase_graph, query_phrase_weights
+from georag.retrievers.phrase_ppr import PhrasePPRConfig, phrase_ppr_feature, residual_scores
 from train.losses import ndcg_at_k, ranking_loss
 from train.pools import Pool, holdout_split
 
@@ -174,9 +174,10 @@ def phrase_ppr_pool(
 ) -> torch.Tensor:
     """Phrase-graph PPR mass of the pool's documents over each query's largest among them.
 
-    The PPR runs over the whole corpus graph (:func:`~georag.rerank.phrase_ppr.phrase_ppr_feature`
-    with the seeds, damping and solver of :data:`PPR`), seeded from ``seeds`` on the pool's
-    passages (no passage outside the pool is a seed) and from the query's phrases.
+    The PPR runs over the whole corpus graph
+    (:func:`~georag.retrievers.phrase_ppr.phrase_ppr_feature` with the seeds, damping and
+    solver of :data:`PPR`), seeded from ``seeds`` on the pool's passages (no passage outside
+    the pool is a seed) and from the query's phrases.
 
     Parameters
     ----------

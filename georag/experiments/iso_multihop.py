@@ -31,15 +31,15 @@ from georag.data.multihop import load_multihop
 from georag.eval.metrics import evaluate
 from georag.models.poincare import PoincareHead
 from georag.perf.timing import timed
-from georag.rerank.corpus_retriever import output_to_run
-from georag.rerank.dense import DenseRetriever
-from georag.rerank.iso import IsoRag, IsoRagConfig, fixed_radius
-from georag.rerank.ppr_global import GlobalPPR, GlobalPPRConfig
 from georag.resources import default_cache_dir
 from georag.retrieval.cache import EmbeddingCache
 from georag.retrieval.candidates import FirstStage, FirstStageConfig
 from georag.retrieval.encoder import TextEncoder
 from georag.retrieval.passage_graph import PassageGraph, build_passage_graph
+from georag.retrievers.base import output_to_run
+from georag.retrievers.dense import DenseRetriever
+from georag.retrievers.iso import IsoRag, IsoRagConfig, fixed_radius, random_prune
+from georag.retrievers.ppr_global import GlobalPPR, GlobalPPRConfig
 
 __all__ = [
     "METRICS",
@@ -129,15 +129,7 @@ class RandomPrune(IsoRag):
 
     def prune(self, weights: torch.Tensor, scores: torch.Tensor):
         _, removed = super().prune(weights, scores)
-        count = removed.sum(dim=(1, 2)) // 2
-        upper = torch.triu(weights > 0, diagonal=1)
-        generator = torch.Generator().manual_seed(self.seed)
-        noise = torch.rand(weights.shape, generator=generator, dtype=weights.dtype)
-        rank = noise.masked_fill(~upper, -1.0).flatten(1).argsort(dim=1, descending=True)
-        rank = rank.argsort(dim=1).view_as(weights)
-        pick = (rank < count[:, None, None]) & upper
-        pick = pick | pick.transpose(1, 2)
-        return weights.masked_fill(pick, 0.0), pick
+        return random_prune(weights, removed, seed=self.seed)
 
 
 def methods(

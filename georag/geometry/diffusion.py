@@ -106,7 +106,8 @@ def personalized_pagerank(
     block_size : int, optional
         Sparse path only. Run the power iteration over this many personalization
         columns at a time (all at once when None). Small blocks keep the gathered rows
-        of the iterate in cache on CPU; results do not depend on it.
+        of the iterate in cache on CPU; results depend on it only by rounding (the
+        sparse product's kernel may vary with the block's width).
     grad : {"implicit", "unrolled"}
         How gradients are computed when an input requires grad (see the module
         docstring): implicit differentiation of the fixed point, or autograd through the

@@ -10,8 +10,8 @@ on Edge Devices* (the HyTE-H paper; no arXiv id in the source text).
 
 (paper eq. 10-12); ``alpha=1`` is pure BM25, ``alpha=0`` pure Lorentz similarity.
 :func:`~georag.geometry.hyperbolic.hybrid_scores` is the batched kernel;
-:class:`HyTERetriever` (registry name ``hyte``) runs the paper's pipeline over a corpus
-(BM25 top-50, then the hybrid score, through a
+:class:`~georag.retrievers.hyte.HyTERetriever` (registry name ``hyte``) runs the paper's
+pipeline over a corpus (BM25 top-50, then the hybrid score, through a
 :class:`~georag.retrieval.lorentz_index.LorentzIndex`), and :class:`HyTEReranker`
 (``hyte_rescore``) re-scores the top-M of a given pool that carries texts.
 """
@@ -19,27 +19,22 @@ on Edge Devices* (the HyTE-H paper; no arXiv id in the source text).
 from __future__ import annotations
 
 import os
-import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 import torch
 
-from georag.batch import CandidateBatch, Corpus, QueryBatch, RerankResult
+from georag.batch import CandidateBatch, RerankResult
 from georag.geometry.hyperbolic import hybrid_scores
 from georag.models.hyte import HyTEEncoder
-from georag.rerank.base import CorpusRetriever
 from georag.rerank.pool import top_m_mask
 from georag.rerank.registry import register
 from georag.resources import DEFAULT_MODEL
-from georag.retrieval.cache import content_hash
 from georag.retrieval.lorentz_index import LorentzIndex, build_lorentz_index, check_search
 
 __all__ = [
     "HyTEConfig",
     "HyTEReranker",
-    "HyTERetriever",
     "build_index",
     "hybrid_scores",
     "hyte_encoder",
@@ -131,7 +126,8 @@ class HyTEReranker:
     batch's own embeddings come from another model and are not used); ``batch.scores`` is
     the lexical part, normalized by its per-query maximum, so the pool should come from
     BM25 (``--first-stage bm25``). Candidates past the first ``top_m`` are dropped. The
-    paper's whole pipeline, with its own BM25 first stage, is :class:`HyTERetriever`.
+    paper's whole pipeline, with its own BM25 first stage, is
+    :class:`~georag.retrievers.hyte.HyTERetriever`.
 
     Document points are computed once per distinct candidate text and kept, as the
     paper's index stores them: a later call encodes its query and only the texts it has
@@ -199,78 +195,3 @@ class HyTEReranker:
             offset=self.config.offset,
         )
         return RerankResult.from_scores(scores, mask)
-
-
-@register
-class HyTERetriever(CorpusRetriever):
-    """HyTE-H as the paper runs it: BM25 top-``top_m`` over the corpus, then the hybrid score.
-
-    :meth:`fit` chunks the corpus (W=300, O=60 words), encodes every chunk into a Lorentz
-    point once and builds the BM25 state: a :class:`~georag.retrieval.lorentz_index.LorentzIndex`
-    kept under ``corpus.cache_dir/lorentz`` (keyed by the texts and the projection) or in a
-    temporary folder. :meth:`retrieve` scores the index's chunks (MaxP per document in a run).
-
-    Parameters
-    ----------
-    config : HyTEConfig, optional
-    """
-
-    name = "hyte"
-    config_class = HyTEConfig
-    pool_variant = "hyte_rescore"
-
-    def __init__(self, config: HyTEConfig | None = None) -> None:
-        self.config = config or HyTEConfig()
-        self.index = None
-
-    def fit(self, corpus: Corpus) -> HyTERetriever:
-        """Build (or load from the cache) the Lorentz index of ``corpus``."""
-        cfg = self.config
-        joined = (f"{title} {text}".strip() for title, text in zip(corpus.titles, corpus.texts))
-        # a document with no text has no BM25 term, so it can never be retrieved: not indexed
-        docs = {doc_id: text for doc_id, text in zip(corpus.doc_ids, joined) if text}
-        if not docs:
-            raise ValueError("corpus: every document is empty; hyte has nothing to index")
-        key = content_hash(
-            [
-                *docs,
-                *docs.values(),
-                cfg.model,
-                str(cfg.weights),
-                str(cfg.k),
-                str(cfg.power),
-                str(cfg.offset),
-            ]
-        )[:32]
-        if corpus.cache_dir is None:
-            self._tmp = tempfile.TemporaryDirectory(prefix="georag-hyte-")
-            folder = Path(self._tmp.name)
-        else:
-            folder = Path(corpus.cache_dir) / "lorentz" / key
-        try:
-            self.index = LorentzIndex.load(folder)
-        except (OSError, ValueError):
-            folder.mkdir(parents=True, exist_ok=True)
-            self.index = build_index(docs, folder, cfg)
-        self._row_ids = self.index.doc_ids
-        return self
-
-    @property
-    def row_ids(self) -> list[str]:
-        """The document id of each chunk row."""
-        if self.index is None:
-            raise ValueError("hyte: call fit(corpus) before retrieving")
-        return self._row_ids
-
-    def retrieve(self, queries: QueryBatch, *, top_k: int) -> RerankResult:
-        """Hybrid scores over the chunk rows; the best ``min(top_k, top_m)`` are kept."""
-        rows = len(self.row_ids)
-        scores, chunks = self.index.search(
-            queries.texts,
-            k=min(top_k, self.config.top_m),
-            alpha=self.config.alpha,
-            top_m=self.config.top_m,
-        )
-        full = torch.full((len(queries.ids), rows), -torch.inf, dtype=scores.dtype)
-        full.scatter_(1, chunks, scores)
-        return RerankResult(scores=full, keep=full > -torch.inf)

@@ -396,7 +396,12 @@ def _csr_rows(
 
 
 def local_candidate_graph(
-    csr: torch.Tensor, similarity: torch.Tensor, sources: torch.Tensor, *, max_nodes: int
+    csr: torch.Tensor,
+    similarity: torch.Tensor,
+    sources: torch.Tensor,
+    *,
+    max_nodes: int,
+    hops: int = 1,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Sources and their neighbours, as padded dense local graphs.
 
@@ -409,6 +414,9 @@ def local_candidate_graph(
     sources : torch.Tensor, shape (B, S), long
     max_nodes : int
         M; when sources and neighbours exceed it, neighbours are kept by similarity.
+    hops : int
+        Neighbourhood depth: each hop after the first adds the neighbours of the local
+        nodes chosen so far (at most M of them, by similarity), then chooses again.
 
     Returns
     -------
@@ -419,19 +427,23 @@ def local_candidate_graph(
         The induced subgraph's weights (0 on padding).
     """
     b, n = similarity.shape
-    s = sources.shape[1]
     m = min(max_nodes, n)
     device = similarity.device
     parts = (csr.crow_indices().clone(), csr.col_indices().clone(), csr.values().clone())
+    if hops < 1:
+        raise ValueError(f"hops must be at least 1, got {hops}")
     member = torch.zeros(b, n, dtype=torch.bool, device=device)
-    owner, col, _ = _csr_rows(
-        parts, sources.reshape(-1), torch.ones(b * s, dtype=torch.bool, device=device)
-    )
-    member[owner // s, col] = True  # neighbours of a source
-    key = torch.where(member, similarity, -torch.inf)
-    key.scatter_(1, sources, similarity.gather(1, sources) + 3.0)  # sources first
-    best, nodes = key.topk(m, dim=1)
-    mask = best > -torch.inf
+    frontier = sources
+    valid = torch.ones_like(sources, dtype=torch.bool)
+    for _ in range(hops):
+        width = frontier.shape[1]
+        owner, col, _ = _csr_rows(parts, frontier.reshape(-1), valid.reshape(-1))
+        member[owner // width, col] = True  # neighbours of a source or a chosen node
+        key = torch.where(member, similarity, -torch.inf)
+        key.scatter_(1, sources, similarity.gather(1, sources) + 3.0)  # sources first
+        best, nodes = key.topk(m, dim=1)
+        mask = best > -torch.inf
+        frontier, valid = nodes.masked_fill(~mask, 0), mask
     nodes = nodes.masked_fill(~mask, 0)
     # local position of every corpus row, -1 when not in the local graph
     position = torch.full((b, n), -1, dtype=torch.long, device=device)

@@ -21,10 +21,10 @@ import torch
 from georag.experiments.iso_multihop import DATASETS, prepare
 from georag.geometry.diffusion import personalized_pagerank
 from georag.perf.bench import bench_parser, data_root, start
-from georag.rerank.iso import IsoRag, IsoRagConfig, fixed_radius
-from georag.rerank.ppr_global import GlobalPPR, GlobalPPRConfig
 from georag.resources import default_cache_dir
 from georag.retrieval.encoder import TextEncoder
+from georag.retrievers.iso import IsoRag, IsoRagConfig, fixed_radius
+from georag.retrievers.ppr_global import GlobalPPR, GlobalPPRConfig
 
 
 def main() -> None:

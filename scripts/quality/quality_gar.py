@@ -5,7 +5,7 @@ all-MiniLM-L6-v2 top-c pool of every report query:
 
 * ``<scorer> alone``: the scorer over the pool (``dense``: the first-stage cosine order;
   ``map``: ``learned_map`` trained on training queries only);
-* ``gar <graph> + <scorer>``: :class:`~georag.rerank.gar.AdaptiveReranker` with that scorer
+* ``gar <graph> + <scorer>``: :class:`~georag.retrievers.gar.AdaptiveReranker` with that scorer
   over the same pool, expanding through the dense k-NN or the BM25 corpus graph (k = 16,
   b = 16), scoring c documents per query in all.
 

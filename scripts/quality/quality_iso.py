@@ -17,9 +17,9 @@ from georag.config import parse_value
 from georag.experiments.iso_multihop import DATASETS, TRAIN_SET, dataset_rows
 from georag.models.poincare import PoincareHead
 from georag.perf.bench import bench_parser, data_root, start
-from georag.rerank.iso import IsoRagConfig
 from georag.resources import default_cache_dir
 from georag.retrieval.encoder import TextEncoder
+from georag.retrievers.iso import IsoRagConfig
 
 
 def main() -> None:

@@ -13,7 +13,7 @@ For each data set, on the dense all-MiniLM-L6-v2 top-100 pool of every report qu
   ablation that tells the gain of the geometry from the gain of adapting the embeddings.
 
 A corpus-level learnable retriever (``learned_iso``) gets the same four rows (``iso
-paper`` is :class:`~georag.rerank.iso.IsoRag` at its defaults), ranked over the whole
+paper`` is :class:`~georag.retrievers.iso.IsoRag` at its defaults), ranked over the whole
 corpus (:mod:`train.corpus_data`) instead of the pool, on the same folds.
 
 Protocols: scifact trains on ``qrels/train.tsv`` (a seeded 20% held out for validation)

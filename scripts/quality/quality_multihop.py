@@ -7,7 +7,7 @@ Rows (every one ranks the whole corpus; the top 100 is kept):
   queries as scripts/quality/quality_learned.py trains it);
 * ``map+bm25``: ``map + b * BM25 / max BM25`` (bm25s, k1 = 1.2, b = 0.75), ``b`` tuned; the
   non-geometric baseline;
-* ``map+phrase-PPR``: :class:`~georag.rerank.phrase_ppr.PhrasePPR`, ``map + w * PPR/max``
+* ``map+phrase-PPR``: :class:`~georag.retrievers.phrase_ppr.PhrasePPR`, ``map + w * PPR/max``
   over the passage-phrase graph, seeded from the map's scores and the query's phrases;
   ``w`` and ``passage_weight`` tuned;
 * ``map+bm25+phrase-PPR``: the same residual on top of ``map+bm25`` (its ``b``), ``w`` and
@@ -65,13 +65,13 @@ from georag.experiments.runs import QueryRuns, save_runs
 from georag.experiments.significance import holm_tests, interval_rows, metrics_of, per_query_arrays
 from georag.experiments.training import Training, add_training_options, fit
 from georag.perf.bench import bench_parser, start
-from georag.rerank.iso import IsoRag
-from georag.rerank.phrase_ppr import PhrasePPR, PhrasePPRConfig, phrase_ppr_feature
-from georag.rerank.ppr_global import GlobalPPR
 from georag.retrieval.bm25 import BM25Index
 from georag.retrieval.encoder import TextEncoder
 from georag.retrieval.passage_graph import corpus_graph
 from georag.retrieval.phrase_graph import query_phrase_weights
+from georag.retrievers.iso import IsoRag
+from georag.retrievers.phrase_ppr import PhrasePPR, PhrasePPRConfig, phrase_ppr_feature
+from georag.retrievers.ppr_global import GlobalPPR
 from train.corpus_data import QuerySet, load_query_set
 from train.losses import ndcg_at_k
 from train.pools import load_pool

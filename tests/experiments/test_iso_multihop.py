@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from georag.experiments.iso_multihop import RandomPrune
-from georag.rerank.iso import IsoRag, IsoRagConfig
+from georag.retrievers.iso import IsoRag, IsoRagConfig
 
 
 def _graphs(seed: int, b: int = 3, m: int = 9) -> tuple[torch.Tensor, torch.Tensor]:

@@ -107,8 +107,9 @@ def test_sparse_equals_dense(dtype):
     torch.testing.assert_close(
         sparse.T, dense, rtol=0, atol=1e-6 if dtype == torch.float32 else 1e-14
     )
+    # the sparse product's kernel may vary with the block's width (SIMD lanes): rounding apart
     blocked = personalized_pagerank(w.to_sparse_csr(), p.T.contiguous(), block_size=2)
-    assert torch.equal(blocked, sparse)
+    torch.testing.assert_close(blocked, sparse, rtol=8 * torch.finfo(dtype).eps, atol=0)
     single = personalized_pagerank(w.to_sparse_csr(), p[3])
     assert single.shape == (40,)
     torch.testing.assert_close(

@@ -10,7 +10,6 @@ import torch
 import train.geometry_adds as geometry_adds
 from georag.batch import CandidateBatch, Corpus, QueryBatch
 from georag.rerank.adapter import AdapterConfig, LearnedAdapter
-from georag.rerank.phrase_ppr import PhrasePPR, PhrasePPRConfig
 from georag.rerank.residual_heads import (
     FeatureHead,
     FeatureHeadConfig,
@@ -19,6 +18,7 @@ from georag.rerank.residual_heads import (
 )
 from georag.retrieval.bm25 import BM25Index
 from georag.retrieval.phrase_graph import build_phrase_graph
+from georag.retrievers.phrase_ppr import PhrasePPR, PhrasePPRConfig
 from train.geometry_adds import (
     GEO_FEATURES,
     NON_GEOMETRIC,

@@ -6,14 +6,14 @@ from __future__ import annotations
 import torch
 
 from georag.batch import Corpus
-from georag.rerank.corpus_retriever import (
+from georag.rerank.registry import register
+from georag.retrievers.base import (
     EmbeddingRetriever,
     IsoRagOutput,
     _check_query,
     _row_ids,
     _topk,
 )
-from georag.rerank.registry import register
 
 __all__ = ["DenseRetriever"]
 

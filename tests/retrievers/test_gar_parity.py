@@ -11,8 +11,8 @@ pytest.importorskip("pyterrier_adaptive")
 
 from georag.rerank.learned_map import LearnedMap, LearnedMapConfig  # noqa: E402
 from georag.rerank.registry import make_reranker  # noqa: E402
-from tests.rerank.gar_cases import synthetic_corpus, synthetic_queries  # noqa: E402
-from tests.rerank.gar_peer import GeoragScorer, export_graph, peer_rankings  # noqa: E402
+from tests.retrievers.gar_cases import synthetic_corpus, synthetic_queries  # noqa: E402
+from tests.retrievers.gar_peer import GeoragScorer, export_graph, peer_rankings  # noqa: E402
 
 
 def _compare(stage, pool, folder, *, check_iterations: bool = True) -> int:

@@ -8,7 +8,9 @@ from dataclasses import dataclass
 import torch
 
 from georag.geometry.diffusion import personalized_pagerank
-from georag.rerank.corpus_retriever import (
+from georag.rerank.registry import register
+from georag.retrieval.passage_graph import PassageGraph
+from georag.retrievers.base import (
     EmbeddingRetriever,
     IsoRagOutput,
     _check_corpus,
@@ -17,8 +19,6 @@ from georag.rerank.corpus_retriever import (
     _sources,
     _topk,
 )
-from georag.rerank.registry import register
-from georag.retrieval.passage_graph import PassageGraph
 
 __all__ = ["GlobalPPR", "GlobalPPRConfig"]
 

@@ -12,7 +12,7 @@ from georag.batch import Corpus, QueryBatch, RerankResult, scores_to_run
 from georag.rerank.base import CorpusRetriever
 from georag.retrieval.passage_graph import PassageGraph, corpus_graph
 
-__all__ = ["EmbeddingRetriever", "IsoRagOutput", "output_to_run"]
+__all__ = ["CorpusRows", "EmbeddingRetriever", "IsoRagOutput", "output_to_run"]
 
 
 @dataclass(frozen=True)
@@ -82,14 +82,30 @@ def _as_result(output: IsoRagOutput, num_rows: int) -> RerankResult:
     return RerankResult(scores=scores, keep=scores > -torch.inf)
 
 
-class EmbeddingRetriever(CorpusRetriever):
+class CorpusRows:
+    """The corpus rows of a fitted retriever (``doc_ids``, set by its ``fit``)."""
+
+    name: str
+    doc_ids: list[str]
+
+    @property
+    def row_ids(self) -> list[str]:
+        """The document id of each corpus row."""
+        self._check_fitted()
+        return self.doc_ids
+
+    def _check_fitted(self) -> None:
+        if not hasattr(self, "doc_ids"):
+            raise ValueError(f"{self.name}: call fit(corpus) before retrieving")
+
+
+class EmbeddingRetriever(CorpusRows, CorpusRetriever):
     """What the corpus-level retrievers over passage embeddings share: the config, the
     corpus rows and the Retriever contract."""
 
     name: str
     config_class: type | None = None  # the config dataclass; None: the method takes none
     embeddings: torch.Tensor
-    doc_ids: list[str]
 
     def __init__(self, config=None) -> None:
         if self.config_class is None:
@@ -103,16 +119,6 @@ class EmbeddingRetriever(CorpusRetriever):
         """Index ``corpus`` (its passage graph is built or loaded from the cache)."""
         self.fit_graph(corpus.embeddings, corpus_graph(corpus), doc_ids=corpus.doc_ids)
         return self
-
-    @property
-    def row_ids(self) -> list[str]:
-        """The document id of each corpus row."""
-        self._check_fitted()
-        return self.doc_ids
-
-    def _check_fitted(self) -> None:
-        if not hasattr(self, "doc_ids"):
-            raise ValueError(f"{self.name}: call fit(corpus) before retrieving")
 
     def retrieve(self, queries: QueryBatch, *, top_k: int) -> RerankResult:
         """Scores over the corpus rows; the ``top_k`` best of each query are kept."""

@@ -6,10 +6,10 @@ import pytest
 import torch
 
 from georag.rerank.base import PoolExpander, Retriever
-from georag.rerank.gar import AdaptiveReranker
 from georag.rerank.registry import is_retriever, make_reranker
 from georag.retrieval.corpus_graph import build_corpus_graph
-from tests.rerank.gar_cases import synthetic_corpus, synthetic_queries
+from georag.retrievers.gar import AdaptiveReranker
+from tests.retrievers.gar_cases import synthetic_corpus, synthetic_queries
 
 
 def _stage(tmp_path, **options) -> AdaptiveReranker:

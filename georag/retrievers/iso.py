@@ -20,8 +20,8 @@ For a batch of B queries, all at once:
 6. the final score ``lam * PPR / max(PPR) + (1 - lam) * cosine``; the top-k local nodes
    are returned.
 
-The baselines of the same harness are :class:`~georag.rerank.dense.DenseRetriever` and
-:class:`~georag.rerank.ppr_global.GlobalPPR` (HippoRAG-style PPR over the unpruned
+The baselines of the same harness are :class:`~georag.retrievers.dense.DenseRetriever` and
+:class:`~georag.retrievers.ppr_global.GlobalPPR` (HippoRAG-style PPR over the unpruned
 whole-corpus graph, damping 0.5).
 """
 
@@ -38,7 +38,9 @@ from georag.batch import Corpus
 from georag.geometry.cheeger import local_cheeger_ratio, prune_edges, pruning_scores
 from georag.geometry.diffusion import personalized_pagerank
 from georag.models.poincare import PoincareHead, fixed_projection
-from georag.rerank.corpus_retriever import (
+from georag.rerank.registry import register
+from georag.retrieval.passage_graph import PassageGraph, corpus_graph, local_candidate_graph
+from georag.retrievers.base import (
     EmbeddingRetriever,
     IsoRagOutput,
     _check_corpus,
@@ -47,8 +49,6 @@ from georag.rerank.corpus_retriever import (
     _sources,
     _topk,
 )
-from georag.rerank.registry import register
-from georag.retrieval.passage_graph import PassageGraph, corpus_graph, local_candidate_graph
 
 __all__ = [
     "IsoRag",
@@ -58,6 +58,7 @@ __all__ = [
     "fixed_radius",
     "head_radius",
     "iso_scores",
+    "random_prune",
 ]
 
 VOLUMES = ("radius", "degree")
@@ -203,7 +204,7 @@ def iso_scores(
 ) -> IsoScores:
     """ISO-RAG's scores on a batch of local candidate graphs (steps 4 to 6 of the module
     docstring): the one computation of :class:`IsoRag` and of its learnable twin
-    (:class:`~georag.rerank.learned_iso.LearnedIso`), whose knobs may be tensors.
+    (:class:`~georag.retrievers.learned_iso.LearnedIso`), whose knobs may be tensors.
 
     Parameters
     ----------
@@ -246,6 +247,36 @@ def iso_scores(
     top = ppr / ppr.amax(dim=1, keepdim=True)
     final = (lam * top + (1 - lam) * similarity).masked_fill(~mask, -torch.inf)
     return IsoScores(ratio, scores, pruned, removed, personalization, ppr, similarity, final)
+
+
+def random_prune(
+    weights: torch.Tensor, removed: torch.Tensor, *, seed: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The random-pruning ablation: as many edges as ``removed`` holds, chosen uniformly at
+    random among each graph's edges.
+
+    Parameters
+    ----------
+    weights : torch.Tensor, shape (B, M, M)
+        Symmetric local graphs.
+    removed : torch.Tensor, shape (B, M, M), bool
+        The edges a rule removed (symmetric); only their number per graph counts.
+    seed : int
+
+    Returns
+    -------
+    pruned : torch.Tensor, shape (B, M, M)
+    picked : torch.Tensor, shape (B, M, M), bool
+    """
+    count = removed.sum(dim=(1, 2)) // 2
+    upper = torch.triu(weights > 0, diagonal=1)
+    generator = torch.Generator().manual_seed(seed)
+    noise = torch.rand(weights.shape, generator=generator, dtype=weights.dtype)
+    rank = noise.masked_fill(~upper, -1.0).flatten(1).argsort(dim=1, descending=True)
+    rank = rank.argsort(dim=1).view_as(weights)
+    pick = (rank < count[:, None, None]) & upper
+    pick = pick | pick.transpose(1, 2)
+    return weights.masked_fill(pick, 0.0), pick
 
 
 def head_radius(corpus: Corpus, head: str | None) -> torch.Tensor | None:
@@ -321,7 +352,7 @@ class IsoRag(EmbeddingRetriever):
                 f"radius must be finite, positive, of shape ({graph.num_nodes},); "
                 f"got shape {tuple(radius.shape)}"
             )
-        self.embeddings = embeddings
+        self.embeddings, self.graph, self.radius = embeddings, graph, radius
         self.doc_ids = _row_ids(doc_ids, graph.num_nodes)
         weight = graph.edge_weight(
             topo_weight=self.config.topo_weight, topological=self.config.topological

@@ -11,11 +11,11 @@ import torch
 from torch_geometric.utils import k_hop_subgraph
 
 from georag.geometry.cheeger import pruning_scores
-from georag.rerank.corpus_retriever import output_to_run
-from georag.rerank.dense import DenseRetriever
-from georag.rerank.iso import IsoRag, IsoRagConfig
-from georag.rerank.ppr_global import GlobalPPR, GlobalPPRConfig
 from georag.retrieval.passage_graph import build_passage_graph
+from georag.retrievers.base import output_to_run
+from georag.retrievers.dense import DenseRetriever
+from georag.retrievers.iso import IsoRag, IsoRagConfig
+from georag.retrievers.ppr_global import GlobalPPR, GlobalPPRConfig
 
 N, D = 40, 8
 
@@ -228,9 +228,9 @@ def test_fit_with_a_trained_head_uses_its_radii(corpus, tmp_path):
     projection's, set the volume proxy; the same search as fit_graph with those radii."""
     from georag.batch import Corpus
     from georag.models.poincare import PoincareHead
-    from georag.rerank.iso import head_radius
     from georag.rerank.registry import make_reranker
     from georag.retrieval.passage_graph import corpus_graph
+    from georag.retrievers.iso import head_radius
 
     emb, graph, _, queries = corpus
     torch.manual_seed(0)

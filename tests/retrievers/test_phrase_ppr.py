@@ -12,19 +12,19 @@ from hypothesis import strategies as st
 from georag.batch import CandidateBatch, Corpus, QueryBatch
 from georag.geometry.diffusion import personalized_pagerank
 from georag.rerank.learned_map import LearnedMap, LearnedMapConfig
-from georag.rerank.phrase_ppr import (
-    PhrasePPR,
-    PhrasePPRConfig,
-    phrase_ppr_feature,
-    residual_scores,
-    teleport,
-)
 from georag.rerank.registry import available_methods, is_retriever, make_reranker
 from georag.retrieval.phrase_graph import (
     PhraseGraph,
     PhraseGraphConfig,
     build_phrase_graph,
     query_phrase_weights,
+)
+from georag.retrievers.phrase_ppr import (
+    PhrasePPR,
+    PhrasePPRConfig,
+    phrase_ppr_feature,
+    residual_scores,
+    teleport,
 )
 
 # three components (alpha, delta, omega phrases) and an isolated passage (stop words only)

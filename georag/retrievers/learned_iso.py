@@ -1,8 +1,8 @@
 """Learnable ISO-RAG: Cheeger-pruned local PageRank with trained knobs, a corpus retriever.
 
-The fixed method (:class:`~georag.rerank.iso.IsoRag`, ISO-RAG, isoperimetric control
+The fixed method (:class:`~georag.retrievers.iso.IsoRag`, ISO-RAG, isoperimetric control
 of graph-based RAG) fixes its numbers by hand. Here the continuous ones are parameters,
-initialised at :class:`~georag.rerank.iso.IsoRagConfig`'s defaults and kept valid by
+initialised at :class:`~georag.retrievers.iso.IsoRagConfig`'s defaults and kept valid by
 their parameterisation (:mod:`georag.models.knobs`):
 
 * ``damping`` (0.5) in (0, 1), through a sigmoid: PPR's probability of following an edge;
@@ -47,11 +47,12 @@ import torch
 
 from georag.batch import Corpus, QueryBatch, RerankResult
 from georag.models.knobs import EmbeddingMap, Interval, Positive
-from georag.rerank.iso import IsoRag, IsoRagConfig, fixed_radius, head_radius, iso_scores
 from georag.rerank.learned import LearnableReranker, LearningOptions
 from georag.rerank.pool import top_k_mask
 from georag.rerank.registry import register
-from georag.retrieval.passage_graph import PassageGraph, corpus_graph, local_candidate_graph
+from georag.retrieval.passage_graph import local_candidate_graph
+from georag.retrievers.base import CorpusRows
+from georag.retrievers.iso import IsoRag, IsoRagConfig, iso_scores
 
 __all__ = ["LearnedIsoConfig", "LearnedIso"]
 
@@ -101,7 +102,7 @@ class LearnedIsoConfig(LearningOptions):
 
 
 @register
-class LearnedIso(LearnableReranker):
+class LearnedIso(LearnableReranker, CorpusRows):
     """ISO-RAG with learned damping, fusion, pruning threshold and topological weight.
 
     A corpus-level retriever (``fit(corpus)``, ``retrieve(queries, top_k=...)``) that is
@@ -134,43 +135,26 @@ class LearnedIso(LearnableReranker):
 
     def fit(self, corpus: Corpus) -> LearnedIso:
         """Index ``corpus``: its passage graph (cached) and the radius of each passage."""
-        radius = head_radius(corpus, self.config.fixed.head)
-        return self.fit_graph(
-            corpus.embeddings, corpus_graph(corpus), radius, doc_ids=corpus.doc_ids
-        )
+        return self._index(IsoRag(self.config.fixed).fit(corpus))
 
-    def fit_graph(
-        self,
-        embeddings: torch.Tensor,
-        graph: PassageGraph,
-        radius: torch.Tensor | None = None,
-        *,
-        doc_ids: list[str] | None = None,
-    ) -> LearnedIso:
+    def fit_graph(self, *args, **kwargs) -> LearnedIso:
         """Index a corpus given as embeddings (N, D), its passage graph and, optionally, the
-        radii (N,) of the volume proxy; as :meth:`IsoRag.fit_graph`."""
-        # the fixed method checks the inputs and computes the volumes once
-        fixed = IsoRag(self.config.fixed).fit_graph(embeddings, graph, radius, doc_ids=doc_ids)
+        radii (N,) of the volume proxy: the arguments of :meth:`IsoRag.fit_graph`."""
+        return self._index(IsoRag(self.config.fixed).fit_graph(*args, **kwargs))
+
+    def _index(self, fixed: IsoRag) -> LearnedIso:
+        """Take the corpus of ``fixed``, which checked it and computed the volumes once."""
         self.embeddings, self.doc_ids, self.volume = fixed.embeddings, fixed.doc_ids, fixed.volume
-        self.graph = graph
-        self.radius = fixed_radius(embeddings) if radius is None else radius
+        self.graph, self.radius = fixed.graph, fixed.radius
         # every edge the local graph may hold, numbered from 1 in the values of one CSR
         # matrix, so that a local graph's weights can be gathered differentiably
-        pattern = graph.edge_weight(topo_weight=1.0, topological=self.config.fixed.topological) > 0
+        pattern = (
+            self.graph.edge_weight(topo_weight=1.0, topological=self.config.fixed.topological) > 0
+        )
         number = torch.arange(1, pattern.numel() + 1, dtype=torch.float64)
-        self._edge_numbers = graph.to_csr(torch.where(pattern, number, 0.0))
+        self._edge_numbers = self.graph.to_csr(torch.where(pattern, number, 0.0))
         self._fixed = None
         return self
-
-    @property
-    def row_ids(self) -> list[str]:
-        """The document id of each corpus row."""
-        self._check_fitted()
-        return self.doc_ids
-
-    def _check_fitted(self) -> None:
-        if not hasattr(self, "doc_ids"):
-            raise ValueError(f"{self.name}: call fit(corpus) before retrieving")
 
     # --- inference: IsoRag with the current knobs -----------------------------------------
 

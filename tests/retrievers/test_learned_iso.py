@@ -10,10 +10,10 @@ import pytest
 import torch
 
 from georag.batch import Corpus, QueryBatch
-from georag.rerank.iso import IsoRag, IsoRagConfig
-from georag.rerank.learned_iso import LearnedIso, LearnedIsoConfig
 from georag.rerank.registry import is_retriever, make_method, make_reranker
 from georag.retrieval.passage_graph import build_passage_graph
+from georag.retrievers.iso import IsoRag, IsoRagConfig
+from georag.retrievers.learned_iso import LearnedIso, LearnedIsoConfig
 
 N, D = 40, 8
 
@@ -217,7 +217,7 @@ def test_the_surrogate_never_hands_pagerank_subnormal_weights(corpus, monkeypatc
     """A gate below the dtype's eps is 0: a float32 edge of weight < 1 scaled by exp(-87)
     (just above float32's tiny) is subnormal, and PageRank does not converge on a row of such
     weights (seen in training at t = 0.02)."""
-    import georag.rerank.iso as module  # where the shared ISO-RAG scores call PageRank
+    import georag.retrievers.iso as module  # where the shared ISO-RAG scores call PageRank
 
     emb, graph, queries = corpus
     emb, queries = emb.float(), queries.float()

@@ -34,7 +34,6 @@ import torch
 
 from georag.batch import Corpus, QueryBatch, RerankResult
 from georag.geometry.diffusion import personalized_pagerank
-from georag.rerank.corpus_retriever import EmbeddingRetriever
 from georag.rerank.learned_map import LearnedMap, LearnedMapConfig
 from georag.rerank.pool import top_k_mask
 from georag.rerank.registry import register
@@ -46,6 +45,7 @@ from georag.retrieval.phrase_graph import (
     load_phrase_graph,
     query_phrase_weights,
 )
+from georag.retrievers.base import EmbeddingRetriever
 
 __all__ = [
     "PhrasePPRConfig",
