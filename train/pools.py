@@ -104,6 +104,7 @@ def _shrink(data: BeirDataset, max_queries: int | None, max_corpus: int | None) 
         corpus,
         {q: data.queries[q] for q in queries},
         {q: data.qrels[q] for q in queries},
+        {q: data.answers[q] for q in queries if q in data.answers},
     )
 
 

@@ -13,7 +13,7 @@ import json
 import math
 import os
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from georag.data.download import BEIR_DATASETS, BEIR_URL, download_and_extract
@@ -52,12 +52,16 @@ class BeirDataset:
         Only the queries judged in ``qrels`` (the split's queries).
     qrels : dict of str to dict of str to int
         ``qrels[query_id][doc_id] = relevance``; relevance 0 means judged non-relevant.
+    answers : dict of str to tuple of str
+        ``answers[query_id]``: the answer then its aliases, for the queries that have
+        answers (multi-hop QA sets); empty for BEIR sets.
     """
 
     name: str
     corpus: dict[str, Document]
     queries: dict[str, str]
     qrels: dict[str, dict[str, int]]
+    answers: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not self.corpus:

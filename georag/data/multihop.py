@@ -1,9 +1,13 @@
-"""Multi-hop QA sets (HotpotQA in IRCoT's jsonl, MuSiQue JSON) as one pooled retrieval corpus.
+"""Multi-hop QA sets as one retrieval corpus with supporting-paragraph relevance labels.
 
-As HippoRAG does, every question's candidate paragraphs are pooled into one corpus,
-deduplicated by ``(title, text)``; the supporting paragraphs of a question are its
-relevance labels (gain 1). The result is a :class:`~georag.data.beir.BeirDataset`, so the
-whole evaluation stack (first stage, rerankers, metrics) works on it unchanged.
+Layouts (read by :mod:`georag.data.multihop_readers`): HotpotQA in IRCoT's jsonl, MuSiQue
+(JSON or JSON Lines) and 2WikiMultihopQA's original records are pooled as HippoRAG does:
+every question's candidate paragraphs form one corpus, deduplicated by ``(title, text)``;
+the supporting paragraphs of a question are its relevance labels (gain 1). HippoRAG's own
+layout brings an open corpus (``NAME_corpus.json``), used as it is. The result is a
+:class:`~georag.data.beir.BeirDataset` whose ``answers`` hold each question's answer and
+aliases, so the whole evaluation stack (first stage, rerankers, metrics) works on it
+unchanged.
 
 Document ids are content hashes (``sha1(title + "\\n" + text)[:16]``), so the same paragraph
 has the same id whatever slice of the file is loaded. Duplicate paragraphs (within a
@@ -13,120 +17,35 @@ of its copies in that question is supporting.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
-from dataclasses import dataclass
 from pathlib import Path
 
-from georag.data.beir import BeirDataset, DataFormatError, Document, iter_jsonl
+from georag.data.beir import BeirDataset, Document
+from georag.data.multihop_readers import (
+    CORPUS_SUFFIX,
+    MultihopQuestion,
+    Paragraph,
+    hipporag_files,
+    paragraph_id,
+    read_2wikimultihopqa,
+    read_hipporag,
+    read_hotpotqa_ircot,
+    read_json_questions,
+    read_jsonl_questions,
+    read_musique,
+)
 
 __all__ = [
     "MultihopQuestion",
     "Paragraph",
+    "load_2wikimultihopqa",
+    "load_hipporag",
     "load_hotpotqa_ircot",
     "load_musique",
     "load_multihop",
     "pool_questions",
     "paragraph_id",
 ]
-
-
-@dataclass(frozen=True)
-class Paragraph:
-    """One candidate paragraph of a question."""
-
-    title: str
-    text: str
-    is_supporting: bool
-
-
-@dataclass(frozen=True)
-class MultihopQuestion:
-    """A question with its candidate paragraphs."""
-
-    question_id: str
-    question: str
-    paragraphs: tuple[Paragraph, ...]
-
-
-def paragraph_id(title: str, text: str) -> str:
-    """The stable document id of a paragraph: ``sha1(title + "\\n" + text)[:16]``."""
-    return hashlib.sha1(f"{title}\n{text}".encode()).hexdigest()[:16]
-
-
-def _field(record: dict, key: str, where: str, kind: type | tuple[type, ...] = str):
-    if key not in record:
-        raise DataFormatError(f"{where}: missing field {key!r}")
-    value = record[key]
-    if not isinstance(value, kind):
-        raise DataFormatError(f"{where}: field {key!r} has type {type(value).__name__}")
-    return value
-
-
-def _paragraphs(items: object, where: str, text_key: str) -> tuple[Paragraph, ...]:
-    if not isinstance(items, list) or not items:
-        raise DataFormatError(f"{where}: expected a non-empty list of paragraphs")
-    out = []
-    for j, item in enumerate(items):
-        at = f"{where} paragraph {j}"
-        if not isinstance(item, dict):
-            raise DataFormatError(f"{at}: expected a JSON object")
-        title = _field(item, "title", at)
-        text = _field(item, text_key, at)
-        supporting = _field(item, "is_supporting", at, bool)
-        out.append(Paragraph(title, text, supporting))
-    return tuple(out)
-
-
-def read_hotpotqa_ircot(path: str | os.PathLike) -> list[MultihopQuestion]:
-    """Read IRCoT's HotpotQA jsonl: ``question_id``, ``question_text``, ``contexts``.
-
-    Each context holds ``title``, ``paragraph_text`` and ``is_supporting``.
-    """
-    path = Path(path)
-    questions = []
-    for line_no, record in iter_jsonl(path):
-        where = f"{path}:{line_no}"
-        qid = str(_field(record, "question_id", where, (str, int)))
-        text = _field(record, "question_text", where)
-        paras = _paragraphs(record.get("contexts"), f"{where} ({qid})", "paragraph_text")
-        questions.append(MultihopQuestion(qid, text, paras))
-    return questions
-
-
-def read_musique(path: str | os.PathLike) -> list[MultihopQuestion]:
-    """Read a MuSiQue JSON list: ``id``, ``question``, ``paragraphs``.
-
-    Each paragraph holds ``title``, ``paragraph_text`` and ``is_supporting``.
-    """
-    path = Path(path)
-    blob = path.read_bytes()
-    try:
-        text = blob.decode("utf-8")
-    except UnicodeDecodeError as err:
-        line = blob.count(b"\n", 0, err.start) + 1
-        raise DataFormatError(
-            f"{path}:{line}: not UTF-8 (byte 0x{blob[err.start]:02x}; re-encode the file as UTF-8)"
-        ) from None
-    try:
-        records = json.loads(text)
-    except json.JSONDecodeError as err:
-        raise DataFormatError(f"{path}:{err.lineno}: malformed JSON ({err.msg})") from None
-    except RecursionError:
-        raise DataFormatError(f"{path}: JSON nested too deeply") from None
-    if not isinstance(records, list):
-        raise DataFormatError(f"{path}: expected a JSON list of questions")
-    questions = []
-    for i, record in enumerate(records):
-        where = f"{path} question {i}"
-        if not isinstance(record, dict):
-            raise DataFormatError(f"{where}: expected a JSON object")
-        qid = str(_field(record, "id", where, (str, int)))
-        text = _field(record, "question", where)
-        paras = _paragraphs(record.get("paragraphs"), f"{where} ({qid})", "paragraph_text")
-        questions.append(MultihopQuestion(qid, text, paras))
-    return questions
 
 
 def pool_questions(
@@ -147,7 +66,7 @@ def pool_questions(
     -------
     BeirDataset
         Corpus in order of first appearance; ``qrels[qid][doc_id] = 1`` for supporting
-        paragraphs.
+        paragraphs; ``answers`` for the questions that have answers.
 
     Raises
     ------
@@ -160,6 +79,7 @@ def pool_questions(
     pooled: dict[str, Document] = {} if corpus is None else corpus
     queries: dict[str, str] = {}
     qrels: dict[str, dict[str, int]] = {}
+    answers: dict[str, tuple[str, ...]] = {}
     for q in questions:
         if q.question_id in queries:
             raise ValueError(f"questions: duplicate question id {q.question_id!r}")
@@ -183,7 +103,9 @@ def pool_questions(
             raise ValueError(f"questions: question {q.question_id!r} has no supporting paragraph")
         queries[q.question_id] = q.question
         qrels[q.question_id] = relevant
-    return BeirDataset(name, pooled, queries, qrels)
+        if q.answers:
+            answers[q.question_id] = q.answers
+    return BeirDataset(name, pooled, queries, qrels, answers)
 
 
 def load_hotpotqa_ircot(
@@ -202,17 +124,88 @@ def load_musique(
     return pool_questions(questions, name=name or Path(path).stem)
 
 
+def load_2wikimultihopqa(
+    path: str | os.PathLike, *, max_questions: int | None = None, name: str | None = None
+) -> BeirDataset:
+    """2WikiMultihopQA's original records pooled into one corpus; see :func:`pool_questions`."""
+    questions = read_2wikimultihopqa(path)[:max_questions]
+    return pool_questions(questions, name=name or Path(path).stem)
+
+
+def load_hipporag(
+    path: str | os.PathLike, *, max_questions: int | None = None, name: str | None = None
+) -> BeirDataset:
+    """HippoRAG's layout: the questions labelled against the open corpus file.
+
+    Parameters
+    ----------
+    path : str or path
+        ``NAME.json`` with ``NAME_corpus.json`` beside it, or the folder holding them.
+    max_questions : int, optional
+        Keep the first questions only; the corpus stays whole.
+    name : str, optional
+        Data set name; defaults to the folder's name or the questions file's stem.
+
+    Returns
+    -------
+    BeirDataset
+        A question's relevant documents are the corpus passages whose title is one of its
+        supporting titles; see :func:`georag.data.multihop_readers.read_hipporag`.
+    """
+    path = Path(path)
+    questions, corpus = read_hipporag(path)
+    default = path.name if path.is_dir() else path.stem
+    return pool_questions(questions[:max_questions], name=name or default, corpus=corpus)
+
+
 def load_multihop(
     path: str | os.PathLike, *, max_questions: int | None = None, name: str | None = None
 ) -> BeirDataset:
-    """Load by extension: ``.jsonl`` is HotpotQA (IRCoT), ``.json`` is MuSiQue."""
-    suffix = Path(path).suffix
-    if not Path(path).is_file():
+    """Load a multi-hop set, its layout told by the path and the first record.
+
+    Parameters
+    ----------
+    path : str or path
+        A folder holding ``NAME.json`` and ``NAME_corpus.json``, or ``NAME.json`` with
+        ``NAME_corpus.json`` beside it (HippoRAG's layout); another ``.json`` (2WikiMultihopQA
+        records when the first has ``context``, MuSiQue otherwise); a ``.jsonl`` (MuSiQue when
+        the first record has ``paragraphs`` and no ``contexts``, HotpotQA IRCoT otherwise).
+    max_questions : int, optional
+        Keep the first questions only.
+    name : str, optional
+        Data set name; defaults to the folder's name or the file's stem.
+
+    Returns
+    -------
+    BeirDataset
+
+    Raises
+    ------
+    ValueError
+        When nothing of a known layout is at ``path``; its subclass
+        :class:`~georag.data.beir.DataFormatError` for malformed files.
+    """
+    path = Path(path)
+    if hipporag_files(path) is not None:
+        return load_hipporag(path, max_questions=max_questions, name=name)
+    if path.is_dir():
+        raise ValueError(f"path: folder {path} holds no NAME.json with NAME{CORPUS_SUFFIX}")
+    if not path.is_file():
         raise ValueError(f"path: no file at {path}")
-    if suffix == ".jsonl":
-        return load_hotpotqa_ircot(path, max_questions=max_questions, name=name)
-    if suffix == ".json":
-        return load_musique(path, max_questions=max_questions, name=name)
-    raise ValueError(
-        f"path: expected a .jsonl (HotpotQA IRCoT) or .json (MuSiQue) file, got {path}"
-    )
+    if path.name.endswith(CORPUS_SUFFIX):
+        questions_file = path.with_name(path.name.removesuffix(CORPUS_SUFFIX) + ".json")
+        if questions_file.is_file():
+            raise ValueError(
+                f"path: {path.name} is the corpus of HippoRAG's layout; "
+                f"pass {questions_file.name} or its folder"
+            )
+    if path.suffix == ".jsonl":
+        questions = read_jsonl_questions(path)
+    elif path.suffix == ".json":
+        questions = read_json_questions(path)
+    else:
+        raise ValueError(
+            f"path: expected a .jsonl (HotpotQA IRCoT, MuSiQue), a .json (MuSiQue, "
+            f"2WikiMultihopQA, HippoRAG's layout) or a HippoRAG folder, got {path}"
+        )
+    return pool_questions(questions[:max_questions], name=name or path.stem)

@@ -249,6 +249,7 @@ def eval_dataset(config) -> BeirDataset:
         dataset.corpus,
         {q: dataset.queries[q] for q in keep},
         {q: dataset.qrels[q] for q in keep},
+        {q: dataset.answers[q] for q in keep if q in dataset.answers},
     )
 
 
