@@ -3,7 +3,7 @@
 PY ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
-EXTRAS ?= cpu,train,dev,mpnet,learn,multihop,langchain,llama-index,pyterrier,serve
+EXTRAS ?= cpu,train,dev,mpnet,learn,multihop,entities,langchain,llama-index,pyterrier,serve
 
 .PHONY: venv demo test test-all lint clean
 

@@ -1,0 +1,232 @@
+"""The entity-graph multi-hop tables: graph retrievers against the non-graph bars, zero-shot.
+
+Every row ranks the whole corpus of a multi-hop set (the open 6,119-passage corpus of
+HippoRAG's 2WikiMultihopQA, or the pooled paragraphs of HotpotQA and MuSiQue) with
+all-MiniLM-L6-v2 and no language model anywhere:
+
+* the non-graph bars: ``dense``, ``bm25``, ``hybrid-rrf`` and ``hybrid-linear``
+  (:mod:`georag.retrievers.lexical`); the best of them (mean Recall@5) is the baseline;
+* the graph rows (:data:`GRAPH_ROWS`): HippoRAG 2's retrieval (``hipporag2``), ISO-RAG on the
+  entity-passage graph (``iso_entity``) with its ablations (no pruning, degree volume,
+  random pruning of as many edges) and ISO-RAG on the passage graph (``iso``).
+
+Metrics: Recall@2, Recall@5 and MRR@10 of the supporting passages, answer recall@5 (a top-5
+passage holds the answer or an alias); 95% bootstrap intervals; two-sided paired
+randomization against the baseline, Holm-corrected over the rows of each metric.
+
+Nothing here is tuned on an evaluation set: :func:`selection_rows` runs the candidate
+configurations on the training files only (:data:`TRAIN_SETS`), and the default is the one
+named in :data:`DEFAULT` (its source: docs/methods/entity_graph.md).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from pathlib import Path
+
+from georag.batch import Corpus, QueryBatch, scores_to_run
+from georag.data.beir import BeirDataset
+from georag.data.datasets import load_dataset
+from georag.eval.metrics import answer_recall_per_query, per_query
+from georag.eval.stats import annotate
+from georag.rerank.registry import make_reranker
+from georag.retrieval.cache import EmbeddingCache
+from georag.retrieval.candidates import FirstStage, FirstStageConfig
+from georag.retrieval.encoder import TextEncoder
+
+__all__ = [
+    "BARS",
+    "DEFAULT",
+    "EVAL_SETS",
+    "GRAPH_ROWS",
+    "METRICS",
+    "TRAIN_SETS",
+    "Prepared",
+    "markdown",
+    "prepare",
+    "run_rows",
+    "table_rows",
+]
+
+EVAL_SETS = ("2wikimultihopqa_hipporag", "hotpotqa_dev500", "musique_qa100")
+TRAIN_SETS = ("2wikimultihopqa_train500", "musique_train200")
+METRICS = ("recall@2", "recall@5", "mrr@10", "answer_recall@5")
+#: the non-graph bars: row -> (method, options)
+BARS = {
+    "dense": ("dense", {}),
+    "bm25": ("bm25", {}),
+    "hybrid-rrf": ("hybrid", {"fusion": "rrf"}),
+    "hybrid-linear": ("hybrid", {"fusion": "linear"}),
+}
+#: the one zero-shot default (fixed on the training files, see the module docstring)
+DEFAULT = ("hipporag2", {"extractors": "title", "fusion": "dense+bm25"})
+#: the graph rows: row -> (method, options)
+GRAPH_ROWS = {
+    "hipporag2 (title)": ("hipporag2", {"extractors": "title"}),
+    "hipporag2 (title) + dense": ("hipporag2", {"extractors": "title", "fusion": "dense"}),
+    "hipporag2 (title) + dense+bm25": DEFAULT,
+    "iso_entity (title)": ("iso_entity", {"extractors": "title"}),
+    "iso_entity (title), no pruning": (
+        "iso_entity",
+        {"extractors": "title", "iso.prune_threshold": float("inf")},
+    ),
+    "iso_entity (title), degree volume": (
+        "iso_entity",
+        {"extractors": "title", "iso.volume": "degree"},
+    ),
+    "iso_entity (title), random pruning": (
+        "iso_entity",
+        {"extractors": "title", "pruning": "random"},
+    ),
+    "iso (passage graph)": ("iso", {}),
+}
+
+
+@dataclasses.dataclass
+class Prepared:
+    """One data set ready to rank: its corpus with embeddings and its encoded queries."""
+
+    dataset: BeirDataset
+    corpus: Corpus
+    queries: QueryBatch
+    encode_seconds: float
+
+
+def prepare(name: str, data_dir: Path, encoder: TextEncoder, cache: Path) -> Prepared:
+    """Load one data set, embed its corpus and queries (cached under ``cache/embeddings``).
+
+    Parameters
+    ----------
+    name : str
+        A data set name or path (:func:`georag.data.datasets.load_dataset`).
+    data_dir : Path
+    encoder : TextEncoder
+    cache : Path
+        Its ``embeddings/`` and ``graphs/`` folders keep what was computed.
+    """
+    dataset = load_dataset(name, data_dir=data_dir)
+    start = time.perf_counter()
+    stage = FirstStage(
+        dataset,
+        FirstStageConfig(first_stage="dense", top_m=10),
+        encoder=encoder,
+        cache_dir=cache / "embeddings",
+    )
+    docs = [dataset.corpus[d] for d in stage.units.doc_ids]
+    corpus = Corpus(
+        list(stage.units.doc_ids),
+        [d.title for d in docs],
+        [d.text for d in docs],
+        stage.embeddings,
+        cache_dir=str(cache),
+    )
+    ids = list(dataset.queries)
+    texts = [dataset.queries[q] for q in ids]
+    key = EmbeddingCache.key(encoder.name, texts, kind="queries")
+    embedded, _ = EmbeddingCache(cache / "embeddings").get_or_compute(
+        key, len(texts), lambda: encoder.encode(texts)
+    )
+    seconds = time.perf_counter() - start
+    return Prepared(dataset, corpus, QueryBatch(ids, texts, embedded), seconds)
+
+
+def _per_query(p: Prepared, run: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:
+    values = per_query(run, p.dataset.qrels, [m for m in METRICS if not m.startswith("answer")])
+    if p.dataset.answers:
+        texts = {
+            d: f"{t} {x}" for d, t, x in zip(p.corpus.doc_ids, p.corpus.titles, p.corpus.texts)
+        }
+        values["answer_recall@5"] = answer_recall_per_query(run, texts, p.dataset.answers, k=5)
+    return values
+
+
+def run_rows(
+    p: Prepared, rows: dict[str, tuple[str, dict]], *, top_k: int = 100
+) -> tuple[dict[str, dict], dict[str, dict]]:
+    """Fit and run every row's retriever on one data set.
+
+    Returns
+    -------
+    per_query : dict
+        ``{row: {metric: {query id: value}}}``.
+    costs : dict
+        ``{row: {"fit_s": ..., "ms_per_query": ...}}`` (the batched retrieval, all queries
+        at once).
+    """
+    values, costs = {}, {}
+    for label, (method, options) in rows.items():
+        start = time.perf_counter()
+        retriever = make_reranker(method, {method: options}).fit(p.corpus)
+        fitted = time.perf_counter()
+        result = retriever.retrieve(p.queries, top_k=top_k)
+        seconds = time.perf_counter() - fitted
+        run = scores_to_run(result.scores, result.keep, p.queries.ids, retriever.row_ids)
+        values[label] = _per_query(p, run)
+        costs[label] = {
+            "fit_s": fitted - start,
+            "ms_per_query": 1e3 * seconds / len(p.queries.ids),
+        }
+    return values, costs
+
+
+def table_rows(
+    name: str, values: dict[str, dict], costs: dict[str, dict], *, bars: tuple[str, ...]
+) -> list[dict]:
+    """One table: the mean of every metric per row, 95% intervals, and the paired test of
+    every row against the best bar (by mean Recall@5), Holm over the rows of each metric.
+
+    Parameters
+    ----------
+    name : str
+        The data set.
+    values, costs
+        :func:`run_rows`' output (bars and graph rows together).
+    bars : tuple of str
+        The rows that are non-graph bars.
+    """
+    metrics = [m for m in METRICS if all(m in v for v in values.values())]
+
+    def mean(row: str, metric: str) -> float:
+        column = values[row][metric]
+        return sum(column.values()) / len(column)
+
+    best = max(bars, key=lambda r: mean(r, "recall@5"))
+    rows = [
+        {
+            "dataset": name,
+            "method": label,
+            "bar": label in bars,
+            "baseline": label == best,
+            **{m: mean(label, m) for m in metrics},
+            **costs[label],
+        }
+        for label in values
+    ]
+    return annotate(rows, values, metrics, baseline=best)
+
+
+def markdown(rows: list[dict], *, counts: str = "") -> str:
+    """One data set's table in Markdown: mean [95% interval] of every metric, the Holm p
+    against the baseline (marked ``*`` below 0.05), and the retrieval cost."""
+    metrics = [m for m in METRICS if m in rows[0]]
+    head = ["row", *metrics, "fit s", "ms/query"]
+    lines = [
+        f"**{rows[0]['dataset']}**{counts}; baseline (the best bar by Recall@5): "
+        + next(r["method"] for r in rows if r["baseline"]),
+        "",
+        "| " + " | ".join(head) + " |",
+        "|" + "---|" * len(head),
+    ]
+    for row in rows:
+        cells = [row["method"] + (" (bar)" if row["bar"] else "")]
+        for m in metrics:
+            p = row.get(f"{m}_p_value")
+            star = "*" if p is not None and p < 0.05 else ""
+            test = "" if p is None else f" p={p:.3g}{star}"
+            cells.append(
+                f"{row[m]:.3f} [{row[m + '_ci_low']:.3f}, {row[m + '_ci_high']:.3f}]{test}"
+            )
+        cells += [f"{row['fit_s']:.1f}", f"{row['ms_per_query']:.2f}"]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)

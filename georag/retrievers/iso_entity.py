@@ -1,0 +1,199 @@
+"""ISO-RAG on the entity-passage graph, as its document describes it.
+
+ISO-RAG (isoperimetric, local Cheeger-ratio control of graph-based RAG; see
+docs/methods/iso_rag.md) speaks of generic hub *entities* near the centre of the Poincare ball
+joined to specific *fact* nodes at its periphery, and prunes the edges between the two before
+PPR. On the passage-only graph of :mod:`~georag.retrievers.iso` there are no hubs to cut;
+here the graph is :mod:`georag.retrieval.entity_graph` (passage and phrase nodes), and for a
+batch of queries, all at once:
+
+1. seeds: the top ``iso.num_sources`` passages by cosine and the ``link_top_k`` phrases of
+   :func:`~georag.retrievers.entity.link_scores` (embedding and exact-mention linking);
+2. the local candidate graph: the seeds and their neighbours within ``hops`` hops of the
+   graph (passage-phrase edges, the topological ones, and synonym edges, the semantic
+   ones), at most ``iso.max_nodes`` nodes, chosen by cosine to the query;
+3. the node embeddings (passages and phrases, one encoder) mapped into the Poincare ball by
+   the fixed projection; a node's hyperbolic radius is its volume proxy (``iso.volume =
+   "degree"``: its degree, the classic Cheeger ablation);
+4. the local Cheeger ratio of every node and the pruning of edges whose ends differ by more
+   than ``iso.prune_threshold`` in log ratio (hub-to-fact edges);
+5. PPR from the seeds on the pruned local graph and ISO-RAG's fusion
+   ``lam * PPR / max + (1 - lam) * cosine`` (:func:`~georag.retrievers.iso.iso_scores`,
+   the one computation of every ISO-RAG retriever);
+6. passages only are ranked (phrase nodes are dropped), optionally fused with the dense
+   and BM25 scores of every passage (:class:`~georag.retrievers.entity.EntityGraphOptions`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+from georag.batch import Corpus, QueryBatch, RerankResult
+from georag.geometry.cheeger import prune_edges
+from georag.rerank.pool import top_k_mask
+from georag.rerank.registry import register
+from georag.retrieval.bm25 import BM25Index
+from georag.retrieval.entity_graph import EntityGraph
+from georag.retrieval.passage_graph import local_candidate_graph
+from georag.retrievers.base import EmbeddingRetriever
+from georag.retrievers.entity import EntityGraphOptions, entity_graph_for, fused_scores, link_scores
+from georag.retrievers.iso import IsoRagConfig, fixed_radius, iso_scores, random_prune
+
+__all__ = ["IsoEntity", "IsoEntityConfig"]
+
+PRUNING = ("cheeger", "random")
+
+
+@dataclass(frozen=True)
+class IsoEntityConfig(EntityGraphOptions):
+    """ISO-RAG on the entity-passage graph.
+
+    Attributes
+    ----------
+    iso : IsoRagConfig
+        ISO-RAG's knobs (``num_sources`` passage seeds, ``max_nodes``, ``volume``,
+        ``sweep_size``, ``prune_threshold``, ``damping``, ``lam``, ``tol``, ``max_iter``;
+        ``topological``, ``topo_weight`` and ``head`` are the passage graph's and unused).
+    hops : int
+        Depth of the local candidate graph (2 reaches a passage through a phrase).
+    pruning : {"cheeger", "random"}
+        ISO-RAG's rule, or the ablation that removes as many local edges at random.
+    seed : int
+        Seed of the random pruning.
+    """
+
+    iso: IsoRagConfig = field(default_factory=IsoRagConfig)
+    hops: int = 2
+    pruning: str = "cheeger"
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.hops < 1:
+            raise ValueError(f"hops must be at least 1, got {self.hops}")
+        if self.pruning not in PRUNING:
+            raise ValueError(f"pruning must be one of {PRUNING}, got {self.pruning!r}")
+
+
+@register
+class IsoEntity(EmbeddingRetriever):
+    """ISO-RAG over the entity-passage graph, batched over queries (module docstring).
+
+    Parameters
+    ----------
+    config : IsoEntityConfig, optional
+    """
+
+    name = "iso_entity"
+    config_class = IsoEntityConfig
+
+    def fit(self, corpus: Corpus) -> IsoEntity:
+        """Index ``corpus``: its entity-passage graph and, for ``dense+bm25`` fusion, BM25."""
+        return self.fit_graph(
+            corpus.embeddings,
+            entity_graph_for(corpus, self.config),
+            doc_ids=corpus.doc_ids,
+            texts=[f"{t} {x}".strip() for t, x in zip(corpus.titles, corpus.texts)],
+        )
+
+    def fit_graph(
+        self,
+        embeddings: torch.Tensor,
+        graph: EntityGraph,
+        *,
+        doc_ids: list[str],
+        texts: list[str] | None = None,
+    ) -> IsoEntity:
+        """Index a corpus given as unit-norm embeddings (N, D) and its entity-passage graph
+        (with phrase embeddings of width D); ``texts`` for ``dense+bm25`` fusion only."""
+        n = graph.num_passages
+        if embeddings.dim() != 2 or embeddings.shape[0] != n:
+            raise ValueError(
+                f"graph: has {n} passages, embeddings have shape {tuple(embeddings.shape)}"
+            )
+        if graph.phrase_embeddings is None:
+            raise ValueError("graph: iso_entity needs the graph's phrase embeddings")
+        if len(doc_ids) != n:
+            raise ValueError(f"doc_ids has {len(doc_ids)} ids for {n} passages")
+        phrases = torch.as_tensor(graph.phrase_embeddings).to(embeddings.dtype)
+        self.embeddings, self.graph, self.doc_ids = embeddings, graph, list(doc_ids)
+        self.nodes = torch.cat([embeddings, phrases])
+        self.csr = graph.to_csr(embeddings.dtype)
+        ones = torch.ones(self.nodes.shape[0], 1, dtype=embeddings.dtype)
+        self.strength = (self.csr @ ones).squeeze(1)
+        if self.config.iso.volume == "radius":
+            self.volume = fixed_radius(self.nodes).to(embeddings.dtype)
+        else:
+            degree = self.csr.crow_indices().diff().to(embeddings.dtype)
+            self.volume = degree.clamp_min(1.0)
+        self.bm25 = None
+        if self.config.fusion == "dense+bm25":
+            if texts is None:
+                raise ValueError("texts: fusion 'dense+bm25' needs the passages' texts")
+            self.bm25 = BM25Index.build(texts)
+        return self
+
+    def scores(self, queries: QueryBatch) -> torch.Tensor:
+        """The final score of every passage, shape (B, N) (``-inf`` outside the local
+        graphs unless fused with dense scores)."""
+        self._check_fitted()
+        cfg, iso = self.config, self.config.iso
+        query = queries.embeddings.to(self.embeddings.dtype)
+        if query.shape[1] != self.embeddings.shape[1]:
+            raise ValueError(
+                f"queries: embeddings of width {query.shape[1]}, the corpus' are "
+                f"{self.embeddings.shape[1]}"
+            )
+        n = self.graph.num_passages
+        similarity = query @ self.nodes.T
+        dense = similarity[:, :n]
+        links = link_scores(
+            query, queries.texts, self.graph, top_k=cfg.link_top_k, linking=cfg.linking
+        )
+        passages = dense.topk(min(iso.num_sources, n), dim=1).indices
+        phrases = links.topk(min(cfg.link_top_k, links.shape[1]), dim=1).indices + n
+        sources = torch.cat([passages, phrases], dim=1)
+        nodes, mask, weights = local_candidate_graph(
+            self.csr, similarity, sources, max_nodes=iso.max_nodes, hops=cfg.hops
+        )
+        local = iso_scores(
+            weights,
+            similarity.gather(1, nodes),
+            torch.where(mask, self.volume[nodes], 1.0),
+            torch.where(mask, self.strength[nodes], 0.0),
+            mask,
+            num_sources=sources.shape[1],
+            sweep_size=iso.sweep_size,
+            prune=self.prune,
+            damping=iso.damping,
+            lam=iso.lam,
+            tol=iso.tol,
+            max_iter=iso.max_iter,
+        ).final
+        local = local.masked_fill(nodes >= n, -torch.inf)  # phrase nodes are not ranked
+        # padded slots hold node 0 with -inf: the largest value per node is its own
+        graph = torch.full_like(similarity, -torch.inf).scatter_reduce(
+            1, nodes, local, reduce="amax"
+        )[:, :n]
+        if cfg.fusion == "none":
+            return graph
+        # outside its local graph a passage has no graph score: 0 in the fusion
+        return fused_scores(graph.clamp_min(0.0), dense, queries.texts, self.bm25, cfg)
+
+    def prune(
+        self, weights: torch.Tensor, scores: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """ISO-RAG's rule (:func:`~georag.geometry.cheeger.prune_edges` at
+        ``iso.prune_threshold``), or as many edges at random (``pruning="random"``)."""
+        pruned, removed = prune_edges(weights, scores, threshold=self.config.iso.prune_threshold)
+        if self.config.pruning == "cheeger":
+            return pruned, removed
+        return random_prune(weights, removed, seed=self.config.seed)
+
+    def retrieve(self, queries: QueryBatch, *, top_k: int) -> RerankResult:
+        """Scores over the corpus rows; the ``top_k`` best of each query are kept."""
+        scores = self.scores(queries)
+        keep = top_k_mask(scores, scores > -torch.inf, top_k)
+        return RerankResult.from_scores(scores, keep)

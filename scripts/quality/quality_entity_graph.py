@@ -1,0 +1,56 @@
+"""Entity-graph multi-hop tables: graph retrievers against the non-graph bars, zero-shot.
+
+Rows, metrics and tests: :mod:`georag.experiments.entity_multihop`. ``--rows bars,graph``
+(the default) runs the non-graph bars and the graph rows; ``--rows default`` the bars and the
+one zero-shot default; ``--option ROW.KEY=VALUE`` changes one row's option (candidates of a
+selection run on the training files: ``--sets 2wikimultihopqa_train500 musique_train200``).
+Prints one Markdown table per set and writes them, with the per-query values, under ``--out``.
+
+Usage: ``python scripts/quality/quality_entity_graph.py --data-dir ../shared/data``
+"""
+
+from __future__ import annotations
+
+from georag.experiments.entity_multihop import (
+    BARS,
+    DEFAULT,
+    EVAL_SETS,
+    GRAPH_ROWS,
+    markdown,
+    prepare,
+    run_rows,
+    table_rows,
+)
+from georag.perf.bench import bench_parser, data_root, start
+from georag.resources import default_cache_dir
+from georag.retrieval.encoder import TextEncoder
+
+ROWS = {"bars": BARS, "graph": GRAPH_ROWS, "default": {"default": DEFAULT}}
+
+
+def main() -> None:
+    parser = bench_parser(__doc__, repeats=None)
+    parser.add_argument("--sets", nargs="+", default=list(EVAL_SETS))
+    parser.add_argument("--rows", default="bars,graph", help=f"of {sorted(ROWS)}, comma-separated")
+    args = parser.parse_args()
+    kinds = [k.strip() for k in args.rows.split(",")]
+    unknown = [k for k in kinds if k not in ROWS]
+    if unknown:
+        parser.error(f"--rows: unknown {unknown} (known: {sorted(ROWS)})")
+    data_dir = data_root(args)
+    rows = {label: spec for k in kinds for label, spec in ROWS[k].items()}
+    bench = start(args, config={"rows": {k: list(v) for k, v in rows.items()}})
+    encoder = TextEncoder(show_progress=False, device=bench.device)
+    results = {}
+    for name in args.sets:
+        p = prepare(name, data_dir, encoder, default_cache_dir())
+        values, costs = run_rows(p, {**BARS, **rows})
+        table = table_rows(name, values, costs, bars=tuple(BARS))
+        counts = f": {len(p.corpus.doc_ids)} passages, {len(p.queries.ids)} questions"
+        print("\n" + markdown(table, counts=counts))
+        results[name] = {"rows": table, "per_query": values}
+    bench.finish(results)
+
+
+if __name__ == "__main__":
+    main()
