@@ -212,6 +212,11 @@ class EntityGraph:
             "isolated_passages": self.num_passages - linked,
         }
 
+    def passages(self) -> tuple[list[str], list[str], list[str]]:
+        """The corpus the graph was built from: ids, titles and texts (N each)."""
+        strings, n = self.corpus.tolist(), self.num_passages
+        return strings[:n], strings[n : 2 * n], strings[2 * n :]
+
     def mentions(self, texts: Sequence[str]) -> torch.Tensor:
         """Exact mentions of the phrases in ``texts`` (B strings; their normalised words hold
         the phrase's words in a row): shape (B, P), float32, 1 where mentioned, else 0."""

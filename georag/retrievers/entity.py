@@ -82,8 +82,8 @@ class EntityGraphOptions:
     graph: str | None = None
     fusion: str = "none"
     fusion_weight: float = 1.0
-    link_top_k: int = 5
-    linking: str = "both"
+    link_top_k: int = 5  # HippoRAG 2's linking_top_k
+    linking: str = "mention"  # the training files' choice (docs/methods/entity_graph.md)
 
     def __post_init__(self) -> None:
         self.graph_config()  # its own checks

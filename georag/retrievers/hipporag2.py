@@ -34,9 +34,9 @@ import torch
 
 from georag.batch import Corpus, QueryBatch, RerankResult
 from georag.geometry.diffusion import personalized_pagerank
+from georag.rerank.learned_map import LearnedMap, LearnedMapConfig
 from georag.rerank.pool import top_k_mask
 from georag.rerank.registry import register
-from georag.retrieval.bm25 import BM25Index
 from georag.retrieval.entity_graph import EntityGraph
 from georag.retrievers.base import EmbeddingRetriever
 from georag.retrievers.entity import (
@@ -46,6 +46,8 @@ from georag.retrievers.entity import (
     link_scores,
     minmax,
 )
+from georag.retrievers.lexical import corpus_bm25
+from georag.retrievers.phrase_ppr import map_scores, mapped_corpus
 
 __all__ = ["HippoRAG2", "HippoRAG2Config", "hipporag2_reset"]
 
@@ -65,13 +67,19 @@ class HippoRAG2Config(EntityGraphOptions):
     tol, max_iter, block_size
         The sparse power iteration (:func:`georag.geometry.diffusion.personalized_pagerank`);
         ``tol`` is tight enough for the scores to match prpack's within 1e-8.
+    map : str, optional
+        A ``learned_map`` weights file: its score replaces the dense cosine (the passage
+        seeds and the fusion's base; the phrases are linked by the raw cosine).
     """
 
+    fusion: str = "dense+bm25"  # the training files' choice (docs/methods/entity_graph.md)
+    fusion_weight: float = 20.0  # the training files' choice, of 5 and 20
     passage_weight: float = 0.05
     damping: float = 0.5
     tol: float = 1e-12
     max_iter: int = 1000
     block_size: int | None = 64
+    map: str | None = None
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -126,13 +134,18 @@ class HippoRAG2(EmbeddingRetriever):
     name = "hipporag2"
     config_class = HippoRAG2Config
 
+    def __init__(self, config: HippoRAG2Config | None = None) -> None:
+        super().__init__(config)
+        self.map = None
+        if self.config.map is not None:
+            self.map = LearnedMap(LearnedMapConfig(weights=self.config.map))
+
     def fit(self, corpus: Corpus) -> HippoRAG2:
         """Index ``corpus``: its entity-passage graph and, for ``dense+bm25`` fusion, BM25."""
         return self.fit_graph(
             corpus.embeddings,
             entity_graph_for(corpus, self.config),
             doc_ids=corpus.doc_ids,
-            texts=[f"{t} {x}".strip() for t, x in zip(corpus.titles, corpus.texts)],
         )
 
     def fit_graph(
@@ -141,12 +154,8 @@ class HippoRAG2(EmbeddingRetriever):
         graph: EntityGraph,
         *,
         doc_ids: list[str],
-        texts: list[str] | None = None,
     ) -> HippoRAG2:
-        """Index a corpus given as unit-norm embeddings (N, D) and its entity-passage graph.
-
-        ``texts`` (length N, title and text) are needed for ``fusion="dense+bm25"`` only.
-        """
+        """Index a corpus given as unit-norm embeddings (N, D) and its entity-passage graph."""
         if embeddings.dim() != 2 or embeddings.shape[0] != graph.num_passages:
             raise ValueError(
                 f"graph: has {graph.num_passages} passages, embeddings have shape "
@@ -156,23 +165,23 @@ class HippoRAG2(EmbeddingRetriever):
             raise ValueError(f"doc_ids has {len(doc_ids)} ids for {graph.num_passages} passages")
         self.embeddings, self.graph, self.doc_ids = embeddings, graph, list(doc_ids)
         self.csr = graph.to_csr(embeddings.dtype)
+        self.mapped = mapped_corpus(self.map, embeddings)
         self.specificity = graph.specificity().to(embeddings.dtype)
         self.bm25 = None
         if self.config.fusion == "dense+bm25":
-            if texts is None:
-                raise ValueError("texts: fusion 'dense+bm25' needs the passages' texts")
-            self.bm25 = BM25Index.build(texts)
+            self.bm25 = corpus_bm25(*graph.passages()[1:])
         return self
 
     def dense_scores(self, queries: QueryBatch) -> torch.Tensor:
-        """Cosine of every passage to each query, shape (B, N)."""
+        """Cosine of every passage to each query (the learned map's score with ``map``),
+        shape (B, N)."""
         self._check_fitted()
         if queries.embeddings.shape[1] != self.embeddings.shape[1]:
             raise ValueError(
                 f"queries: embeddings of width {queries.embeddings.shape[1]}, the corpus' "
                 f"are {self.embeddings.shape[1]}"
             )
-        return queries.embeddings.to(self.embeddings.dtype) @ self.embeddings.T
+        return map_scores(self.map, queries.embeddings, self.embeddings, self.mapped)
 
     def reset(self, queries: QueryBatch, dense: torch.Tensor) -> torch.Tensor:
         """The reset vectors (B, N + P) of ``queries`` (:func:`hipporag2_reset`)."""

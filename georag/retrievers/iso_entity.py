@@ -34,12 +34,12 @@ from georag.batch import Corpus, QueryBatch, RerankResult
 from georag.geometry.cheeger import prune_edges
 from georag.rerank.pool import top_k_mask
 from georag.rerank.registry import register
-from georag.retrieval.bm25 import BM25Index
 from georag.retrieval.entity_graph import EntityGraph
 from georag.retrieval.passage_graph import local_candidate_graph
 from georag.retrievers.base import EmbeddingRetriever
 from georag.retrievers.entity import EntityGraphOptions, entity_graph_for, fused_scores, link_scores
 from georag.retrievers.iso import IsoRagConfig, fixed_radius, iso_scores, random_prune
+from georag.retrievers.lexical import corpus_bm25
 
 __all__ = ["IsoEntity", "IsoEntityConfig"]
 
@@ -95,7 +95,6 @@ class IsoEntity(EmbeddingRetriever):
             corpus.embeddings,
             entity_graph_for(corpus, self.config),
             doc_ids=corpus.doc_ids,
-            texts=[f"{t} {x}".strip() for t, x in zip(corpus.titles, corpus.texts)],
         )
 
     def fit_graph(
@@ -104,10 +103,9 @@ class IsoEntity(EmbeddingRetriever):
         graph: EntityGraph,
         *,
         doc_ids: list[str],
-        texts: list[str] | None = None,
     ) -> IsoEntity:
         """Index a corpus given as unit-norm embeddings (N, D) and its entity-passage graph
-        (with phrase embeddings of width D); ``texts`` for ``dense+bm25`` fusion only."""
+        (with phrase embeddings of width D)."""
         n = graph.num_passages
         if embeddings.dim() != 2 or embeddings.shape[0] != n:
             raise ValueError(
@@ -130,9 +128,7 @@ class IsoEntity(EmbeddingRetriever):
             self.volume = degree.clamp_min(1.0)
         self.bm25 = None
         if self.config.fusion == "dense+bm25":
-            if texts is None:
-                raise ValueError("texts: fusion 'dense+bm25' needs the passages' texts")
-            self.bm25 = BM25Index.build(texts)
+            self.bm25 = corpus_bm25(*graph.passages()[1:])
         return self
 
     def scores(self, queries: QueryBatch) -> torch.Tensor:

@@ -25,6 +25,7 @@ __all__ = [
     "HybridConfig",
     "HybridRetriever",
     "bm25_scores",
+    "corpus_bm25",
     "minmax",
     "rrf_scores",
 ]
@@ -47,8 +48,9 @@ def bm25_scores(index: BM25Index, texts: list[str]) -> torch.Tensor:
     return torch.zeros(len(texts), n).scatter_(1, rows, scores)
 
 
-def _texts(corpus: Corpus) -> list[str]:
-    return [f"{t} {x}".strip() for t, x in zip(corpus.titles, corpus.texts)]
+def corpus_bm25(titles: list[str], texts: list[str]) -> BM25Index:
+    """The BM25 index of passages given by their titles and texts (indexed together)."""
+    return BM25Index.build([f"{t} {x}".strip() for t, x in zip(titles, texts)])
 
 
 def rrf_scores(*scores: torch.Tensor, k: int = 60) -> torch.Tensor:
@@ -80,7 +82,7 @@ class _LexicalRetriever(EmbeddingRetriever):
         """Index ``corpus``: BM25 over title and text, and its embeddings."""
         self.embeddings = corpus.embeddings
         self.doc_ids = _row_ids(corpus.doc_ids, len(corpus.doc_ids))
-        self.bm25 = BM25Index.build(_texts(corpus))
+        self.bm25 = corpus_bm25(corpus.titles, corpus.texts)
         return self
 
     def scores(self, queries: QueryBatch) -> torch.Tensor:

@@ -37,6 +37,7 @@ from georag.geometry.diffusion import personalized_pagerank
 from georag.rerank.learned_map import LearnedMap, LearnedMapConfig
 from georag.rerank.pool import top_k_mask
 from georag.rerank.registry import register
+from georag.retrieval.entity_graph import EntityGraph
 from georag.retrieval.phrase_graph import (
     PhraseGraph,
     PhraseGraphConfig,
@@ -46,6 +47,7 @@ from georag.retrieval.phrase_graph import (
     query_phrase_weights,
 )
 from georag.retrievers.base import EmbeddingRetriever
+from georag.retrievers.entity import EntityGraphOptions, entity_graph_for
 
 __all__ = [
     "PhrasePPRConfig",
@@ -82,6 +84,11 @@ class PhrasePPRConfig:
         against it); none: built from the fields below (cached under the corpus' cache).
     extractor, max_words, max_df, phrases_per_passage, knn, knn_weight
         :class:`~georag.retrieval.phrase_graph.PhraseGraphConfig`.
+    entities : str, optional
+        Run on the entity-passage graph (:mod:`georag.retrieval.entity_graph`) of these
+        comma-separated extractors instead (``"title"``, ``"title,spacy"``; its other
+        settings at :class:`~georag.retrievers.entity.EntityGraphOptions`' defaults): a
+        query's phrase seeds are the phrases it mentions, each with its specificity.
     """
 
     weight: float = 0.0
@@ -99,9 +106,12 @@ class PhrasePPRConfig:
     phrases_per_passage: int = PhraseGraphConfig.phrases_per_passage
     knn: int = PhraseGraphConfig.knn
     knn_weight: float = PhraseGraphConfig.knn_weight
+    entities: str | None = None
 
     def __post_init__(self) -> None:
         self.graph_config()  # its own checks
+        if self.entities is not None:
+            EntityGraphOptions(extractors=self.entities)  # its own checks
         if not math.isfinite(self.weight):
             raise ValueError(f"weight must be finite, got {self.weight}")
         if self.num_sources < 1:
@@ -299,7 +309,12 @@ class PhrasePPR(EmbeddingRetriever):
 
     def fit(self, corpus: Corpus) -> PhrasePPR:
         """Index ``corpus``: its phrase graph (``config.graph``, checked, or built and cached
-        under ``corpus.cache_dir/graphs``)."""
+        under ``corpus.cache_dir/graphs``), or its entity-passage graph (``entities``)."""
+        if self.config.entities is not None:
+            options = EntityGraphOptions(extractors=self.config.entities)
+            return self.fit_graph(
+                corpus.embeddings, entity_graph_for(corpus, options), doc_ids=corpus.doc_ids
+            )
         fingerprint = corpus_fingerprint(corpus.doc_ids, corpus.titles, corpus.texts)
         if self.config.graph is not None:
             graph = load_phrase_graph(self.config.graph, fingerprint=fingerprint)
@@ -316,9 +331,10 @@ class PhrasePPR(EmbeddingRetriever):
         return self.fit_graph(corpus.embeddings, graph, doc_ids=corpus.doc_ids)
 
     def fit_graph(
-        self, embeddings: torch.Tensor, graph: PhraseGraph, *, doc_ids: list[str]
+        self, embeddings: torch.Tensor, graph: PhraseGraph | EntityGraph, *, doc_ids: list[str]
     ) -> PhrasePPR:
-        """Index a corpus given as unit-norm embeddings (N, D) and its phrase graph."""
+        """Index a corpus given as unit-norm embeddings (N, D) and its phrase graph (or its
+        entity-passage graph)."""
         if embeddings.dim() != 2 or embeddings.shape[0] != graph.num_passages:
             raise ValueError(
                 f"graph: has {graph.num_passages} passages, embeddings have shape "
@@ -343,11 +359,12 @@ class PhrasePPR(EmbeddingRetriever):
 
     def feature(self, queries: QueryBatch, base: torch.Tensor) -> torch.Tensor:
         """:func:`phrase_ppr_feature` of ``queries`` seeded from ``base`` (B, N)."""
+        if isinstance(self.graph, EntityGraph):
+            phrases = self.graph.mentions(queries.texts) * self.graph.specificity()
+        else:
+            phrases = query_phrase_weights(queries.texts, self.graph)
         return phrase_ppr_feature(
-            self.csr,
-            base,
-            query_phrase_weights(queries.texts, self.graph).to(base.dtype),
-            **self.config.feature_options(),
+            self.csr, base, phrases.to(base.dtype), **self.config.feature_options()
         )
 
     def scores(self, queries: QueryBatch) -> torch.Tensor:

@@ -89,7 +89,7 @@ def test_reset_vector_is_hipporag2s():
 
 
 def test_links_keep_the_top_phrases_and_mentions_score_highest():
-    method = fitted(link_top_k=2)
+    method = fitted(link_top_k=2, linking="both")
     q = cases.queries()
     reset = method.reset(q, method.dense_scores(q))
     phrases = reset[:, method.graph.num_passages :]
@@ -99,7 +99,7 @@ def test_links_keep_the_top_phrases_and_mentions_score_highest():
 
 
 def test_the_bridge_passage_is_reached_through_the_mentioned_title():
-    method = fitted(link_top_k=1)  # the mentioned title alone
+    method = fitted(link_top_k=1, linking="both", fusion="none")
     q = cases.queries()
     top = method.retrieve(q, top_k=2)
     ranked = [{method.row_ids[i] for i in row.nonzero().flatten().tolist()} for row in top.keep]
@@ -110,22 +110,17 @@ def test_the_bridge_passage_is_reached_through_the_mentioned_title():
 def test_fusions_are_the_residual_of_the_graph_score_on_the_base():
     q = cases.queries()
     c = cases.corpus()
-    alone = fitted()
+    alone = fitted(fusion="none")
     graph = alone.scores(q)
     fused = HippoRAG2(HippoRAG2Config(fusion="dense", fusion_weight=0.5)).fit_graph(
         c.embeddings, cases.graph(), doc_ids=c.doc_ids
     )
     expected = minmax(alone.dense_scores(q)) + 0.5 * graph / graph.amax(dim=1, keepdim=True)
     torch.testing.assert_close(fused.scores(q), expected)
-    texts = [f"{t} {x}" for t, x in zip(c.titles, c.texts)]
     both = HippoRAG2(HippoRAG2Config(fusion="dense+bm25")).fit_graph(
-        c.embeddings, cases.graph(), doc_ids=c.doc_ids, texts=texts
+        c.embeddings, cases.graph(), doc_ids=c.doc_ids
     )
     assert torch.isfinite(both.scores(q)).all()
-    with pytest.raises(ValueError, match="texts"):
-        HippoRAG2(HippoRAG2Config(fusion="dense+bm25")).fit_graph(
-            c.embeddings, cases.graph(), doc_ids=c.doc_ids
-        )
 
 
 def test_a_graph_without_phrases_falls_back_to_dense():

@@ -252,3 +252,19 @@ def test_feature_options_are_the_configured_solver_with_an_optional_passage_weig
         "block_size": cfg.block_size,
     }
     assert cfg.feature_options(1.0) == {**options, "passage_weight": 1.0}
+
+
+def test_phrase_ppr_runs_on_the_entity_graph_with_mentioned_phrases_as_seeds():
+    from georag.retrievers.phrase_ppr import PhrasePPR, PhrasePPRConfig
+    from tests.retrievers import entity_cases as cases
+
+    c, q, graph = cases.corpus(), cases.queries(), cases.graph()
+    method = PhrasePPR(PhrasePPRConfig(entities="title", weight=1.0))
+    method.fit_graph(c.embeddings, graph, doc_ids=c.doc_ids)
+    base = method.base_scores(q)
+    feature = method.feature(q, base)
+    assert feature.shape == (3, 7) and torch.allclose(feature.amax(dim=1), torch.ones(3).double())
+    # the film's question mentions its title: the director's passage outranks the lake's
+    assert feature[0, 1] > feature[0, 6]
+    with pytest.raises(ValueError, match="extractor"):
+        PhrasePPRConfig(entities="wordnet")
