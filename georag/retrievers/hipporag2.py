@@ -1,7 +1,7 @@
 """HippoRAG 2's retrieval over the entity-passage graph, with its language-model parts replaced.
 
 HippoRAG 2 ("From RAG to Memory: Non-Parametric Continual Learning for Large Language
-Models"; OSU-NLP-Group/HippoRAG at commit c617143, ``src/hipporag/HippoRAG.py`` = ``H``,
+Models"; OSU-NLP-Group/HippoRAG, main branch of July 2026: ``src/hipporag/HippoRAG.py`` = ``H``,
 ``src/hipporag/utils/config_utils.py`` = ``C``) runs personalized PageRank over a graph of
 phrase and passage nodes. Here the graph is :mod:`georag.retrieval.entity_graph` (phrases
 from titles, n-grams or spaCy instead of OpenIE triples) and, per query:
