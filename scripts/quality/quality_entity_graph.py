@@ -2,8 +2,8 @@
 
 Rows, metrics and tests: :mod:`georag.experiments.entity_multihop`. ``--rows bars,graph``
 (the default) runs the non-graph bars and the graph rows; ``--rows default`` the bars and the
-one zero-shot default; ``--option ROW.KEY=VALUE`` changes one row's option (candidates of a
-selection run on the training files: ``--sets 2wikimultihopqa_train500 musique_train200``).
+one zero-shot default; ``--rows candidates --sets 2wikimultihopqa_train500 musique_train200``
+the selection of that default on the training files.
 Prints one Markdown table per set and writes them, with the per-query values, under ``--out``.
 
 Usage: ``python scripts/quality/quality_entity_graph.py --data-dir ../shared/data``
@@ -13,19 +13,26 @@ from __future__ import annotations
 
 from georag.experiments.entity_multihop import (
     BARS,
+    CANDIDATES,
     DEFAULT,
     EVAL_SETS,
     GRAPH_ROWS,
     markdown,
     prepare,
     run_rows,
+    selection,
     table_rows,
 )
 from georag.perf.bench import bench_parser, data_root, start
 from georag.resources import default_cache_dir
 from georag.retrieval.encoder import TextEncoder
 
-ROWS = {"bars": BARS, "graph": GRAPH_ROWS, "default": {"default": DEFAULT}}
+ROWS = {
+    "bars": BARS,
+    "graph": GRAPH_ROWS,
+    "default": {"default": DEFAULT},
+    "candidates": CANDIDATES,
+}
 
 
 def main() -> None:
@@ -49,6 +56,11 @@ def main() -> None:
         counts = f": {len(p.corpus.doc_ids)} passages, {len(p.queries.ids)} questions"
         print("\n" + markdown(table, counts=counts))
         results[name] = {"rows": table, "per_query": values}
+    if len(args.sets) > 1:
+        ranked = selection({name: r["rows"] for name, r in results.items()})
+        print(f"\nmean of Recall@2 and Recall@5 over {', '.join(args.sets)}, best first:")
+        for row, score in ranked:
+            print(f"  {score:.4f}  {row}")
     bench.finish(results)
 
 
