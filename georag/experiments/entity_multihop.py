@@ -47,6 +47,7 @@ __all__ = [
     "Prepared",
     "markdown",
     "prepare",
+    "query_values",
     "run_rows",
     "selection",
     "table_rows",
@@ -148,7 +149,9 @@ def prepare(name: str, data_dir: Path, encoder: TextEncoder, cache: Path) -> Pre
     return Prepared(dataset, corpus, QueryBatch(ids, texts, embedded), seconds)
 
 
-def _per_query(p: Prepared, run: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:
+def query_values(p: Prepared, run: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:
+    """Every metric of :data:`METRICS` per query of one run, ``{metric: {query id: value}}``
+    (answer recall where the data set has answers)."""
     values = per_query(run, p.dataset.qrels, [m for m in METRICS if not m.startswith("answer")])
     if p.dataset.answers:
         texts = {
@@ -179,7 +182,7 @@ def run_rows(
         result = retriever.retrieve(p.queries, top_k=top_k)
         seconds = time.perf_counter() - fitted
         run = scores_to_run(result.scores, result.keep, p.queries.ids, retriever.row_ids)
-        values[label] = _per_query(p, run)
+        values[label] = query_values(p, run)
         costs[label] = {
             "fit_s": fitted - start,
             "ms_per_query": 1e3 * seconds / len(p.queries.ids),
