@@ -10,9 +10,10 @@ import torch
 
 from georag.batch import Corpus, QueryBatch, RerankResult, scores_to_run
 from georag.rerank.base import CorpusRetriever
+from georag.rerank.pool import top_k_mask
 from georag.retrieval.passage_graph import PassageGraph, corpus_graph
 
-__all__ = ["CorpusRows", "EmbeddingRetriever", "IsoRagOutput", "output_to_run"]
+__all__ = ["CorpusRows", "EmbeddingRetriever", "IsoRagOutput", "ScoredRetriever", "output_to_run"]
 
 
 @dataclass(frozen=True)
@@ -123,6 +124,22 @@ class EmbeddingRetriever(CorpusRows, CorpusRetriever):
     def retrieve(self, queries: QueryBatch, *, top_k: int) -> RerankResult:
         """Scores over the corpus rows; the ``top_k`` best of each query are kept."""
         return _as_result(self.search(queries.embeddings, top_k=top_k), len(self.row_ids))
+
+
+class ScoredRetriever(EmbeddingRetriever):
+    """A retriever that scores every corpus row (:meth:`scores`, shape (B, N));
+    :meth:`retrieve` keeps each query's ``top_k`` best finite scores."""
+
+    def scores(self, queries: QueryBatch) -> torch.Tensor:
+        """The score of every corpus row for each query, shape (B, N) (``-inf``: unranked)."""
+        raise NotImplementedError
+
+    def retrieve(self, queries: QueryBatch, *, top_k: int) -> RerankResult:
+        """Scores over the corpus rows; the ``top_k`` best of each query are kept."""
+        self._check_fitted()
+        scores = self.scores(queries)
+        keep = top_k_mask(scores, scores > -torch.inf, top_k)
+        return RerankResult.from_scores(scores, keep)
 
 
 def _row_ids(doc_ids: list[str] | None, n: int) -> list[str]:

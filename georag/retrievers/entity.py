@@ -18,7 +18,7 @@ from pathlib import Path
 
 import torch
 
-from georag.batch import Corpus
+from georag.batch import Corpus, QueryBatch
 from georag.resources import DEFAULT_MODEL
 from georag.retrieval.bm25 import BM25Index
 from georag.retrieval.entity_graph import (
@@ -28,11 +28,13 @@ from georag.retrieval.entity_graph import (
     load_entity_graph,
 )
 from georag.retrieval.phrase_graph import corpus_fingerprint
-from georag.retrievers.lexical import bm25_scores, minmax
+from georag.retrievers.base import ScoredRetriever
+from georag.retrievers.lexical import bm25_scores, corpus_bm25, minmax
 
 __all__ = [
     "FUSIONS",
     "EntityGraphOptions",
+    "EntityGraphRetriever",
     "entity_graph_for",
     "fused_scores",
     "link_scores",
@@ -145,6 +147,49 @@ def entity_graph_for(corpus: Corpus, options: EntityGraphOptions) -> EntityGraph
     if folder is not None:
         graph.save(folder)
     return graph
+
+
+class EntityGraphRetriever(ScoredRetriever):
+    """What the retrievers over the entity-passage graph share: the config (an
+    :class:`EntityGraphOptions`), the graph of the corpus, its weight matrix and, for
+    ``dense+bm25`` fusion, the BM25 index of its passages; a subclass adds its own parts in
+    :meth:`index`."""
+
+    config: EntityGraphOptions
+
+    def fit(self, corpus: Corpus):
+        """Index ``corpus``: its entity-passage graph (:func:`entity_graph_for`)."""
+        return self.fit_graph(
+            corpus.embeddings, entity_graph_for(corpus, self.config), doc_ids=corpus.doc_ids
+        )
+
+    def fit_graph(self, embeddings: torch.Tensor, graph: EntityGraph, *, doc_ids: list[str]):
+        """Index a corpus given as unit-norm embeddings (N, D) and its entity-passage graph."""
+        n = graph.num_passages
+        if embeddings.dim() != 2 or embeddings.shape[0] != n:
+            raise ValueError(
+                f"graph: has {n} passages, embeddings have shape {tuple(embeddings.shape)}"
+            )
+        if len(doc_ids) != n:
+            raise ValueError(f"doc_ids has {len(doc_ids)} ids for {n} passages")
+        self.embeddings, self.graph, self.doc_ids = embeddings, graph, list(doc_ids)
+        self.csr = graph.to_csr(embeddings.dtype)
+        self.bm25 = None
+        if self.config.fusion == "dense+bm25":
+            self.bm25 = corpus_bm25(*graph.passages()[1:])
+        self.index(graph)
+        return self
+
+    def index(self, graph: EntityGraph) -> None:
+        """The subclass' own parts of the index (called last by :meth:`fit_graph`)."""
+
+    def check_width(self, queries: QueryBatch) -> None:
+        """Queries must be embedded by the corpus' encoder (same width)."""
+        if queries.embeddings.shape[1] != self.embeddings.shape[1]:
+            raise ValueError(
+                f"queries: embeddings of width {queries.embeddings.shape[1]}, the corpus' "
+                f"are {self.embeddings.shape[1]}"
+            )
 
 
 def link_scores(

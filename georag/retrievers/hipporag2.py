@@ -32,22 +32,18 @@ from dataclasses import dataclass
 
 import torch
 
-from georag.batch import Corpus, QueryBatch, RerankResult
+from georag.batch import QueryBatch
 from georag.geometry.diffusion import personalized_pagerank
-from georag.rerank.learned_map import LearnedMap, LearnedMapConfig
-from georag.rerank.pool import top_k_mask
 from georag.rerank.registry import register
 from georag.retrieval.entity_graph import EntityGraph
-from georag.retrievers.base import EmbeddingRetriever
 from georag.retrievers.entity import (
     EntityGraphOptions,
-    entity_graph_for,
+    EntityGraphRetriever,
     fused_scores,
     link_scores,
-    minmax,
 )
-from georag.retrievers.lexical import corpus_bm25
-from georag.retrievers.phrase_ppr import map_scores, mapped_corpus
+from georag.retrievers.lexical import minmax
+from georag.retrievers.phrase_ppr import learned_map, map_scores, mapped_corpus
 
 __all__ = ["HippoRAG2", "HippoRAG2Config", "hipporag2_reset"]
 
@@ -120,7 +116,7 @@ def hipporag2_reset(
 
 
 @register
-class HippoRAG2(EmbeddingRetriever):
+class HippoRAG2(EntityGraphRetriever):
     """HippoRAG 2's PPR retrieval over the entity-passage graph, without a language model.
 
     ``HippoRAG2(config).fit(corpus)`` builds (or loads) the corpus' entity-passage graph;
@@ -136,51 +132,18 @@ class HippoRAG2(EmbeddingRetriever):
 
     def __init__(self, config: HippoRAG2Config | None = None) -> None:
         super().__init__(config)
-        self.map = None
-        if self.config.map is not None:
-            self.map = LearnedMap(LearnedMapConfig(weights=self.config.map))
+        self.map = learned_map(self.config.map)
 
-    def fit(self, corpus: Corpus) -> HippoRAG2:
-        """Index ``corpus``: its entity-passage graph and, for ``dense+bm25`` fusion, BM25."""
-        return self.fit_graph(
-            corpus.embeddings,
-            entity_graph_for(corpus, self.config),
-            doc_ids=corpus.doc_ids,
-        )
-
-    def fit_graph(
-        self,
-        embeddings: torch.Tensor,
-        graph: EntityGraph,
-        *,
-        doc_ids: list[str],
-    ) -> HippoRAG2:
-        """Index a corpus given as unit-norm embeddings (N, D) and its entity-passage graph."""
-        if embeddings.dim() != 2 or embeddings.shape[0] != graph.num_passages:
-            raise ValueError(
-                f"graph: has {graph.num_passages} passages, embeddings have shape "
-                f"{tuple(embeddings.shape)}"
-            )
-        if len(doc_ids) != graph.num_passages:
-            raise ValueError(f"doc_ids has {len(doc_ids)} ids for {graph.num_passages} passages")
-        self.embeddings, self.graph, self.doc_ids = embeddings, graph, list(doc_ids)
-        self.csr = graph.to_csr(embeddings.dtype)
-        self.mapped = mapped_corpus(self.map, embeddings)
-        self.specificity = graph.specificity().to(embeddings.dtype)
-        self.bm25 = None
-        if self.config.fusion == "dense+bm25":
-            self.bm25 = corpus_bm25(*graph.passages()[1:])
-        return self
+    def index(self, graph: EntityGraph) -> None:
+        """The map's image of the passages and each phrase's specificity."""
+        self.mapped = mapped_corpus(self.map, self.embeddings)
+        self.specificity = graph.specificity().to(self.embeddings.dtype)
 
     def dense_scores(self, queries: QueryBatch) -> torch.Tensor:
         """Cosine of every passage to each query (the learned map's score with ``map``),
         shape (B, N)."""
         self._check_fitted()
-        if queries.embeddings.shape[1] != self.embeddings.shape[1]:
-            raise ValueError(
-                f"queries: embeddings of width {queries.embeddings.shape[1]}, the corpus' "
-                f"are {self.embeddings.shape[1]}"
-            )
+        self.check_width(queries)
         return map_scores(self.map, queries.embeddings, self.embeddings, self.mapped)
 
     def reset(self, queries: QueryBatch, dense: torch.Tensor) -> torch.Tensor:
@@ -222,9 +185,3 @@ class HippoRAG2(EmbeddingRetriever):
         final = fused_scores(graph, dense, queries.texts, self.bm25, self.config)
         # a query that links to nothing is ranked by its dense score, as HippoRAG 2 does
         return torch.where(linked[:, None], final, dense)
-
-    def retrieve(self, queries: QueryBatch, *, top_k: int) -> RerankResult:
-        """Scores over the corpus rows; the ``top_k`` best of each query are kept."""
-        scores = self.scores(queries)
-        keep = top_k_mask(scores, torch.ones_like(scores, dtype=torch.bool), top_k)
-        return RerankResult.from_scores(scores, keep)

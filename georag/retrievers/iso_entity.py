@@ -30,16 +30,18 @@ from dataclasses import dataclass, field
 
 import torch
 
-from georag.batch import Corpus, QueryBatch, RerankResult
+from georag.batch import QueryBatch
 from georag.geometry.cheeger import prune_edges
-from georag.rerank.pool import top_k_mask
 from georag.rerank.registry import register
 from georag.retrieval.entity_graph import EntityGraph
 from georag.retrieval.passage_graph import local_candidate_graph
-from georag.retrievers.base import EmbeddingRetriever
-from georag.retrievers.entity import EntityGraphOptions, entity_graph_for, fused_scores, link_scores
+from georag.retrievers.entity import (
+    EntityGraphOptions,
+    EntityGraphRetriever,
+    fused_scores,
+    link_scores,
+)
 from georag.retrievers.iso import IsoRagConfig, fixed_radius, iso_scores, random_prune
-from georag.retrievers.lexical import corpus_bm25
 
 __all__ = ["IsoEntity", "IsoEntityConfig"]
 
@@ -78,7 +80,7 @@ class IsoEntityConfig(EntityGraphOptions):
 
 
 @register
-class IsoEntity(EmbeddingRetriever):
+class IsoEntity(EntityGraphRetriever):
     """ISO-RAG over the entity-passage graph, batched over queries (module docstring).
 
     Parameters
@@ -89,59 +91,27 @@ class IsoEntity(EmbeddingRetriever):
     name = "iso_entity"
     config_class = IsoEntityConfig
 
-    def fit(self, corpus: Corpus) -> IsoEntity:
-        """Index ``corpus``: its entity-passage graph and, for ``dense+bm25`` fusion, BM25."""
-        return self.fit_graph(
-            corpus.embeddings,
-            entity_graph_for(corpus, self.config),
-            doc_ids=corpus.doc_ids,
-        )
-
-    def fit_graph(
-        self,
-        embeddings: torch.Tensor,
-        graph: EntityGraph,
-        *,
-        doc_ids: list[str],
-    ) -> IsoEntity:
-        """Index a corpus given as unit-norm embeddings (N, D) and its entity-passage graph
-        (with phrase embeddings of width D)."""
-        n = graph.num_passages
-        if embeddings.dim() != 2 or embeddings.shape[0] != n:
-            raise ValueError(
-                f"graph: has {n} passages, embeddings have shape {tuple(embeddings.shape)}"
-            )
+    def index(self, graph: EntityGraph) -> None:
+        """Every node's embedding (passages, then phrases), strength and volume."""
         if graph.phrase_embeddings is None:
             raise ValueError("graph: iso_entity needs the graph's phrase embeddings")
-        if len(doc_ids) != n:
-            raise ValueError(f"doc_ids has {len(doc_ids)} ids for {n} passages")
-        phrases = torch.as_tensor(graph.phrase_embeddings).to(embeddings.dtype)
-        self.embeddings, self.graph, self.doc_ids = embeddings, graph, list(doc_ids)
-        self.nodes = torch.cat([embeddings, phrases])
-        self.csr = graph.to_csr(embeddings.dtype)
-        ones = torch.ones(self.nodes.shape[0], 1, dtype=embeddings.dtype)
+        phrases = torch.as_tensor(graph.phrase_embeddings).to(self.embeddings.dtype)
+        self.nodes = torch.cat([self.embeddings, phrases])
+        ones = torch.ones(self.nodes.shape[0], 1, dtype=self.embeddings.dtype)
         self.strength = (self.csr @ ones).squeeze(1)
         if self.config.iso.volume == "radius":
-            self.volume = fixed_radius(self.nodes).to(embeddings.dtype)
+            self.volume = fixed_radius(self.nodes).to(self.embeddings.dtype)
         else:
-            degree = self.csr.crow_indices().diff().to(embeddings.dtype)
+            degree = self.csr.crow_indices().diff().to(self.embeddings.dtype)
             self.volume = degree.clamp_min(1.0)
-        self.bm25 = None
-        if self.config.fusion == "dense+bm25":
-            self.bm25 = corpus_bm25(*graph.passages()[1:])
-        return self
 
     def scores(self, queries: QueryBatch) -> torch.Tensor:
         """The final score of every passage, shape (B, N) (``-inf`` outside the local
         graphs unless fused with dense scores)."""
         self._check_fitted()
         cfg, iso = self.config, self.config.iso
+        self.check_width(queries)
         query = queries.embeddings.to(self.embeddings.dtype)
-        if query.shape[1] != self.embeddings.shape[1]:
-            raise ValueError(
-                f"queries: embeddings of width {query.shape[1]}, the corpus' are "
-                f"{self.embeddings.shape[1]}"
-            )
         n = self.graph.num_passages
         similarity = query @ self.nodes.T
         dense = similarity[:, :n]
@@ -187,9 +157,3 @@ class IsoEntity(EmbeddingRetriever):
         if self.config.pruning == "cheeger":
             return pruned, removed
         return random_prune(weights, removed, seed=self.config.seed)
-
-    def retrieve(self, queries: QueryBatch, *, top_k: int) -> RerankResult:
-        """Scores over the corpus rows; the ``top_k`` best of each query are kept."""
-        scores = self.scores(queries)
-        keep = top_k_mask(scores, scores > -torch.inf, top_k)
-        return RerankResult.from_scores(scores, keep)

@@ -14,11 +14,10 @@ from dataclasses import dataclass
 
 import torch
 
-from georag.batch import Corpus, QueryBatch, RerankResult
-from georag.rerank.pool import top_k_mask
+from georag.batch import Corpus, QueryBatch
 from georag.rerank.registry import register
 from georag.retrieval.bm25 import BM25Index
-from georag.retrievers.base import EmbeddingRetriever, _check_query, _row_ids
+from georag.retrievers.base import ScoredRetriever, _check_query, _row_ids
 
 __all__ = [
     "BM25Retriever",
@@ -75,7 +74,7 @@ def rrf_scores(*scores: torch.Tensor, k: int = 60) -> torch.Tensor:
     return fused
 
 
-class _LexicalRetriever(EmbeddingRetriever):
+class _LexicalRetriever(ScoredRetriever):
     """A retriever holding the corpus' BM25 index (and its embeddings)."""
 
     def fit(self, corpus: Corpus):
@@ -84,17 +83,6 @@ class _LexicalRetriever(EmbeddingRetriever):
         self.doc_ids = _row_ids(corpus.doc_ids, len(corpus.doc_ids))
         self.bm25 = corpus_bm25(corpus.titles, corpus.texts)
         return self
-
-    def scores(self, queries: QueryBatch) -> torch.Tensor:
-        """The score of every corpus row, shape (B, N)."""
-        raise NotImplementedError
-
-    def retrieve(self, queries: QueryBatch, *, top_k: int) -> RerankResult:
-        """Scores over the corpus rows; the ``top_k`` best of each query are kept."""
-        self._check_fitted()
-        scores = self.scores(queries)
-        keep = top_k_mask(scores, torch.ones_like(scores, dtype=torch.bool), top_k)
-        return RerankResult.from_scores(scores, keep)
 
 
 @register

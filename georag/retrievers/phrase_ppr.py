@@ -32,10 +32,9 @@ from pathlib import Path
 
 import torch
 
-from georag.batch import Corpus, QueryBatch, RerankResult
+from georag.batch import Corpus, QueryBatch
 from georag.geometry.diffusion import personalized_pagerank
 from georag.rerank.learned_map import LearnedMap, LearnedMapConfig
-from georag.rerank.pool import top_k_mask
 from georag.rerank.registry import register
 from georag.retrieval.entity_graph import EntityGraph
 from georag.retrieval.phrase_graph import (
@@ -46,12 +45,13 @@ from georag.retrieval.phrase_graph import (
     load_phrase_graph,
     query_phrase_weights,
 )
-from georag.retrievers.base import EmbeddingRetriever
+from georag.retrievers.base import ScoredRetriever
 from georag.retrievers.entity import EntityGraphOptions, entity_graph_for
 
 __all__ = [
     "PhrasePPRConfig",
     "PhrasePPR",
+    "learned_map",
     "map_scores",
     "mapped_corpus",
     "phrase_ppr_feature",
@@ -139,6 +139,11 @@ class PhrasePPRConfig:
         return PhraseGraphConfig(
             **{f.name: getattr(self, f.name) for f in fields(PhraseGraphConfig)}
         )
+
+
+def learned_map(weights: str | None) -> LearnedMap | None:
+    """The ``learned_map`` saved at ``weights`` (None without a file)."""
+    return None if weights is None else LearnedMap(LearnedMapConfig(weights=weights))
 
 
 def mapped_corpus(model: LearnedMap | None, embeddings: torch.Tensor) -> torch.Tensor | None:
@@ -287,7 +292,7 @@ def residual_scores(
 
 
 @register
-class PhrasePPR(EmbeddingRetriever):
+class PhrasePPR(ScoredRetriever):
     """Learned-map scores plus a residual of phrase-graph PPR, over a whole corpus.
 
     ``PhrasePPR(config).fit(corpus)`` builds (or loads) the corpus' phrase graph and maps
@@ -303,9 +308,7 @@ class PhrasePPR(EmbeddingRetriever):
 
     def __init__(self, config: PhrasePPRConfig | None = None) -> None:
         super().__init__(config)
-        self.map = None
-        if self.config.map is not None:
-            self.map = LearnedMap(LearnedMapConfig(weights=self.config.map))
+        self.map = learned_map(self.config.map)
 
     def fit(self, corpus: Corpus) -> PhrasePPR:
         """Index ``corpus``: its phrase graph (``config.graph``, checked, or built and cached
@@ -373,9 +376,3 @@ class PhrasePPR(EmbeddingRetriever):
         if self.config.weight == 0:
             return base
         return residual_scores(base, self.feature(queries, base), self.config.weight)
-
-    def retrieve(self, queries: QueryBatch, *, top_k: int) -> RerankResult:
-        """Scores over the corpus rows; the ``top_k`` best of each query are kept."""
-        scores = self.scores(queries)
-        keep = top_k_mask(scores, torch.ones_like(scores, dtype=torch.bool), top_k)
-        return RerankResult.from_scores(scores, keep)

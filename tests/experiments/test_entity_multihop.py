@@ -34,7 +34,7 @@ def test_rows_metrics_baseline_and_tests(monkeypatch):
     rows = {"dense": BARS["dense"], "bm25": BARS["bm25"], **graph}
     # the toy graph comes from the stand-in encoder, handed over instead of MiniLM's
     monkeypatch.setattr(
-        "georag.retrievers.hipporag2.entity_graph_for", lambda corpus, options: cases.graph()
+        "georag.retrievers.entity.entity_graph_for", lambda corpus, options: cases.graph()
     )
     values, costs = run_rows(p, rows, top_k=5)
     table = table_rows("toy", values, costs, bars=("dense", "bm25"))
