@@ -98,7 +98,7 @@ def register_module(module: str) -> None:
 
 def _import_until(name: str | None) -> None:
     """Import the method modules in turn until ``name`` is registered (None: all of them);
-    a module that does not import in this installation is skipped."""
+    a module whose third-party dependency is not installed is skipped."""
     for module in METHOD_MODULES:
         if name is not None and name in _METHODS:
             return
@@ -107,7 +107,9 @@ def _import_until(name: str | None) -> None:
         _imported.add(module)
         try:
             importlib.import_module(module)
-        except ImportError:
+        except ImportError as err:
+            if (err.name or "").split(".")[0] == "georag":
+                raise  # a georag module that does not import is a bug, not a missing extra
             continue
 
 

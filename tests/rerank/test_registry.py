@@ -137,3 +137,20 @@ def test_a_corpus_retriever_called_on_a_pool_names_what_to_call():
         make_reranker("hyte")(batch)
     with pytest.raises(ValueError, match=r"^iso: ranks a whole corpus"):
         make_reranker("iso")(batch)
+
+
+def test_a_missing_extra_is_skipped_and_a_broken_georag_module_raises(monkeypatch, tmp_path):
+    import sys
+
+    from georag.rerank import registry
+
+    (tmp_path / "needs_extra.py").write_text("import not_an_installed_package\n")
+    (tmp_path / "broken_import.py").write_text("from georag.batch import NoSuchName\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(registry, "METHOD_MODULES", ["needs_extra", "broken_import"])
+    monkeypatch.setattr(registry, "_imported", set())
+    for name in ("needs_extra", "broken_import"):
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    with pytest.raises(ImportError, match="NoSuchName"):
+        registry._import_until("no_such_method")
+    assert "needs_extra" in registry._imported
