@@ -30,13 +30,14 @@ from georag.batch import Corpus, QueryBatch, scores_to_run
 from georag.data.beir import BeirDataset
 from georag.data.datasets import load_dataset
 from georag.eval.metrics import answer_recall_per_query, per_query
-from georag.eval.stats import annotate
+from georag.eval.stats import annotate, holm, paired_permutation_p
 from georag.rerank.registry import make_reranker
 from georag.retrieval.cache import EmbeddingCache
 from georag.retrieval.candidates import FirstStage, FirstStageConfig
 from georag.retrieval.encoder import TextEncoder
 
 __all__ = [
+    "ABLATIONS",
     "BARS",
     "CANDIDATES",
     "DEFAULT",
@@ -45,6 +46,8 @@ __all__ = [
     "METRICS",
     "TRAIN_SETS",
     "Prepared",
+    "ablation_markdown",
+    "ablation_rows",
     "markdown",
     "prepare",
     "query_values",
@@ -273,3 +276,57 @@ def selection(tables: dict[str, list[dict]]) -> list[tuple[str, float]]:
         for name in names
     }
     return sorted(score.items(), key=lambda item: (-item[1], item[0]))
+
+
+#: ISO-RAG's claim on the entity graph: the pruned row against each ablation of the same graph
+#: and against ISO-RAG on the passage graph
+ABLATIONS = {
+    "iso_entity": (
+        "iso_entity, no pruning",
+        "iso_entity, degree volume",
+        "iso_entity, random pruning",
+        "iso (passage graph)",
+    )
+}
+
+
+def ablation_rows(values: dict[str, dict], *, metrics=("recall@2", "recall@5")) -> list[dict]:
+    """Paired tests of each row of :data:`ABLATIONS` against its ablations on one data set:
+    the mean difference and the two-sided paired randomization p, Holm over the tests.
+
+    Parameters
+    ----------
+    values : dict
+        :func:`run_rows`' per-query values ``{row: {metric: {query id: value}}}``.
+    metrics : tuple of str
+    """
+    tests = []
+    for row, others in ABLATIONS.items():
+        for other in others:
+            if row not in values or other not in values:
+                continue
+            for m in metrics:
+                qids = sorted(values[row][m])
+                ours = [values[row][m][q] for q in qids]
+                theirs = [values[other][m][q] for q in qids]
+                tests.append(
+                    {
+                        "row": row,
+                        "against": other,
+                        "metric": m,
+                        "difference": (sum(ours) - sum(theirs)) / len(qids),
+                        "p": paired_permutation_p(ours, theirs),
+                    }
+                )
+    for test, corrected in zip(tests, holm([t["p"] for t in tests])):
+        test["p_holm"] = corrected
+    return tests
+
+
+def ablation_markdown(tests: list[dict]) -> str:
+    """The tests of :func:`ablation_rows` as Markdown lines."""
+    return "\n".join(
+        f"- {t['row']} - {t['against']}: {t['metric']} {t['difference']:+.3f} "
+        f"(Holm p={t['p_holm']:.3g}{'*' if t['p_holm'] < 0.05 else ''})"
+        for t in tests
+    )

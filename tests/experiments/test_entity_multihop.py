@@ -63,3 +63,17 @@ def test_the_default_is_among_the_candidates_at_its_config_defaults():
     method, options = DEFAULT
     assert method == "hipporag2" and options == {}
     assert any(m == "hipporag2" and o["extractors"] == "title" for m, o in CANDIDATES.values())
+
+
+def test_ablation_tests_pair_iso_entity_with_each_ablation_under_holm():
+    from georag.experiments.entity_multihop import ABLATIONS, ablation_markdown, ablation_rows
+
+    qids = [f"q{i}" for i in range(12)]
+    high = {m: dict.fromkeys(qids, 1.0) for m in ("recall@2", "recall@5")}
+    low = {m: dict.fromkeys(qids, 0.0) for m in ("recall@2", "recall@5")}
+    values = {"iso_entity": high, **dict.fromkeys(ABLATIONS["iso_entity"], low)}
+    tests = ablation_rows(values)
+    assert len(tests) == 2 * len(ABLATIONS["iso_entity"])
+    assert all(t["difference"] == 1.0 and t["p_holm"] < 0.01 for t in tests)
+    assert ablation_markdown(tests[:1]).startswith("- iso_entity - iso_entity, no pruning:")
+    assert ablation_rows({"iso_entity": high}) == []
