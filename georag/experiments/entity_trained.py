@@ -10,7 +10,10 @@ Every row ranks the whole corpus of an evaluation set of
   :mod:`georag.retrievers.lexical`), ``b`` tuned; the trained bar of the project;
 * ``hipporag2 + map``: :class:`~georag.retrievers.hipporag2.HippoRAG2` at its defaults with
   the saved map (its score replaces the dense cosine in the passage seeds and the fusion);
-* ``hipporag2 + map, fusion weight tuned``: the same with ``fusion_weight`` tuned.
+* ``hipporag2 + map, fusion weight tuned``: the same with ``fusion_weight`` tuned;
+* ``learned_hipporag2 + map``: the same with its damping, passage weight, fusion weight and
+  synonym edge weight trained through PPR (:mod:`georag.retrievers.learned_hipporag2`) on
+  the largest training set.
 
 Training (:data:`TRAINING`): 2WikiMultihopQA's open corpus from 2wikimultihopqa_train500;
 musique_qa100 from musique_train100 and musique_train200 together (one pool of both, the
@@ -69,7 +72,13 @@ TRAINING = {
     "musique_qa100": ("musique_train100", "musique_train200"),
     "hotpotqa_dev500": (),
 }
-ROWS = ("map", "map+bm25", "hipporag2 + map", "hipporag2 + map, fusion weight tuned")
+ROWS = (
+    "map",
+    "map+bm25",
+    "hipporag2 + map",
+    "hipporag2 + map, fusion weight tuned",
+    "learned_hipporag2 + map",
+)
 BARS = ROWS[:2]
 #: the grid of ``b`` of scripts/quality/quality_multihop.py's map+bm25
 BM25_WEIGHTS = (0.0, 0.02, 0.05, 0.1, 0.2, 0.3, 0.5, 1.0)
@@ -307,6 +316,18 @@ def run_split(split: Split, p: Prepared, training: Training, folder: Path) -> di
     hipporag2 = {ROWS[2]: {"map": str(path)}, ROWS[3]: {"map": str(path), "fusion_weight": w}}
     for row, options in hipporag2.items():
         runs[row], fit_s[row], retrieve_s[row] = _hipporag2(options, corpus, report)
+    # the graph's knobs trained through PPR on the largest training set (its own corpus)
+    tune = max(split.tune, key=lambda q: len(q.batch.ids))
+    learned, learned_s, learned_summary = fit(
+        "learned_hipporag2", {"fixed.map": str(path)}, tune, training, folder / "hipporag2"
+    )
+    started = clock()
+    learned.fit(corpus)
+    fitted = clock()
+    result = learned.retrieve(report, top_k=TOP_K)
+    retrieve_s[ROWS[4]] = clock() - fitted
+    fit_s[ROWS[4]] = fitted - started
+    runs[ROWS[4]] = scores_to_run(result.scores, result.keep, report.ids, learned.row_ids)
     return {
         "runs": runs,
         "fit_s": fit_s,
@@ -316,6 +337,7 @@ def run_split(split: Split, p: Prepared, training: Training, folder: Path) -> di
             "map+bm25": map_s + bm25_s,
             ROWS[2]: map_s,
             ROWS[3]: map_s + fusion_s,
+            ROWS[4]: map_s + learned_s,
         },
         "knobs": {
             "map": {
@@ -325,6 +347,11 @@ def run_split(split: Split, p: Prepared, training: Training, folder: Path) -> di
             "map+bm25": {"bm25_weight": b, "tuning": b_means},
             ROWS[2]: {"fusion_weight": HippoRAG2Config().fusion_weight},
             ROWS[3]: {"fusion_weight": w, "tuning": w_means},
+            ROWS[4]: {
+                **learned_summary["knobs"],
+                "val_ndcg@10": [learned_summary["val_init"], learned_summary["val_best"]],
+                "epochs": learned_summary["epochs"],
+            },
         },
         "map": str(path),
         "map_training": summary,

@@ -62,6 +62,7 @@ METHOD_MODULES = [
     "georag.retrievers.lexical",
     "georag.retrievers.hipporag2",
     "georag.retrievers.iso_entity",
+    "georag.retrievers.learned_hipporag2",
 ]
 _METHODS: dict[str, type] = {}
 _imported: set[str] = set()

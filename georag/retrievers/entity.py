@@ -37,6 +37,7 @@ __all__ = [
     "EntityGraphRetriever",
     "entity_graph_for",
     "fused_scores",
+    "fusion_base",
     "link_scores",
 ]
 
@@ -173,12 +174,16 @@ class EntityGraphRetriever(ScoredRetriever):
         if len(doc_ids) != n:
             raise ValueError(f"doc_ids has {len(doc_ids)} ids for {n} passages")
         self.embeddings, self.graph, self.doc_ids = embeddings, graph, list(doc_ids)
-        self.csr = graph.to_csr(embeddings.dtype)
+        self.csr = self.weight_matrix(graph)
         self.bm25 = None
         if self.config.fusion == "dense+bm25":
             self.bm25 = corpus_bm25(*graph.passages()[1:])
         self.index(graph)
         return self
+
+    def weight_matrix(self, graph: EntityGraph) -> torch.Tensor:
+        """The graph's weight matrix the retriever walks (sparse CSR, the embeddings' dtype)."""
+        return graph.to_csr(self.embeddings.dtype)
 
     def index(self, graph: EntityGraph) -> None:
         """The subclass' own parts of the index (called last by :meth:`fit_graph`)."""
@@ -244,21 +249,28 @@ def link_scores(
     return torch.zeros_like(scores).scatter_(1, at, scores.gather(1, at))
 
 
-def fused_scores(
-    graph_scores: torch.Tensor,
-    dense: torch.Tensor,
-    texts: list[str],
-    bm25: BM25Index | None,
-    options: EntityGraphOptions,
-) -> torch.Tensor:
-    """The final score of every passage (B, N): the graph score alone (``fusion="none"``) or
-    ``base + fusion_weight * graph / max(graph)`` (see :class:`EntityGraphOptions`)."""
-    if options.fusion == "none":
-        return graph_scores
-    top = graph_scores.amax(dim=1, keepdim=True).clamp_min(torch.finfo(graph_scores.dtype).tiny)
+def fusion_base(
+    dense: torch.Tensor, texts: list[str], bm25: BM25Index | None, fusion: str
+) -> torch.Tensor | None:
+    """The base score a graph score is fused on, shape (B, N): the min-max normalized dense
+    score (``fusion="dense"``), its mean with the min-max normalized BM25 score
+    (``"dense+bm25"``), or None (``"none"``: the graph score alone)."""
+    if fusion == "none":
+        return None
     base = minmax(dense)
-    if options.fusion == "dense+bm25":
+    if fusion == "dense+bm25":
         if bm25 is None:
             raise ValueError("bm25: fusion 'dense+bm25' needs the corpus' BM25 index")
         base = 0.5 * base + 0.5 * minmax(bm25_scores(bm25, texts).to(dense.dtype))
-    return base + options.fusion_weight * graph_scores / top
+    return base
+
+
+def fused_scores(
+    graph_scores: torch.Tensor, base: torch.Tensor | None, weight: float | torch.Tensor
+) -> torch.Tensor:
+    """The final score of every passage (B, N): ``base + weight * graph / max(graph)``, or
+    the graph score alone without a base (:func:`fusion_base`); ``weight`` may be a tensor."""
+    if base is None:
+        return graph_scores
+    top = graph_scores.amax(dim=1, keepdim=True).clamp_min(torch.finfo(graph_scores.dtype).tiny)
+    return base + weight * graph_scores / top

@@ -28,6 +28,7 @@ from titles, n-grams or spaCy instead of OpenIE triples) and, per query:
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
@@ -40,12 +41,13 @@ from georag.retrievers.entity import (
     EntityGraphOptions,
     EntityGraphRetriever,
     fused_scores,
+    fusion_base,
     link_scores,
 )
 from georag.retrievers.lexical import minmax
 from georag.retrievers.phrase_ppr import learned_map, map_scores, mapped_corpus
 
-__all__ = ["HippoRAG2", "HippoRAG2Config", "hipporag2_reset"]
+__all__ = ["HippoRAG2", "HippoRAG2Config", "hipporag2_reset", "hipporag2_scores"]
 
 
 @dataclass(frozen=True)
@@ -66,6 +68,8 @@ class HippoRAG2Config(EntityGraphOptions):
     map : str, optional
         A ``learned_map`` weights file: its score replaces the dense cosine (the passage
         seeds and the fusion's base; the phrases are linked by the raw cosine).
+    synonym_scale : float
+        Factor of the synonym edges' weights (1: the cosine, HippoRAG 2's weight, H:1017).
     """
 
     fusion: str = "dense+bm25"  # the training files' choice (docs/methods/entity_graph.md)
@@ -76,9 +80,12 @@ class HippoRAG2Config(EntityGraphOptions):
     max_iter: int = 1000
     block_size: int | None = 64
     map: str | None = None
+    synonym_scale: float = 1.0
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        if not (self.synonym_scale >= 0 and math.isfinite(self.synonym_scale)):
+            raise ValueError(f"synonym_scale must be finite and >= 0, got {self.synonym_scale}")
         if not self.passage_weight >= 0 or not 0.0 <= self.damping < 1.0:
             raise ValueError(
                 f"need passage_weight >= 0 and damping in [0, 1), got "
@@ -115,6 +122,64 @@ def hipporag2_reset(
     return torch.cat([passage_weight * minmax(dense), phrases], dim=1)
 
 
+def hipporag2_scores(
+    weights: torch.Tensor,
+    dense: torch.Tensor,
+    links: torch.Tensor,
+    specificity: torch.Tensor,
+    base: torch.Tensor | None,
+    *,
+    passage_weight: float | torch.Tensor,
+    damping: float | torch.Tensor,
+    fusion_weight: float | torch.Tensor,
+    tol: float,
+    max_iter: int,
+    block_size: int | None,
+) -> torch.Tensor:
+    """HippoRAG 2's score of every passage (steps 2 to 5 of the module docstring): the one
+    computation of :class:`HippoRAG2` and of its learnable twin, whose knobs (and edge
+    weights) may be tensors.
+
+    Parameters
+    ----------
+    weights : torch.Tensor, sparse CSR (N + P, N + P)
+        The graph's symmetric weight matrix.
+    dense : torch.Tensor, shape (B, N)
+        Dense scores of the passages.
+    links : torch.Tensor, shape (B, P)
+        Link scores of the phrases (0 for the phrases not linked).
+    specificity : torch.Tensor, shape (P,)
+    base : torch.Tensor, shape (B, N), or None
+        The fusion's base (:func:`~georag.retrievers.entity.fusion_base`); None ranks by PPR.
+    passage_weight, damping, fusion_weight : float or torch.Tensor
+    tol, max_iter, block_size
+        The sparse power iteration.
+
+    Returns
+    -------
+    torch.Tensor, shape (B, N)
+        ``base + fusion_weight * PPR / max(PPR)`` (PPR alone without a base); ``dense`` for a
+        query linked to no phrase.
+    """
+    n = dense.shape[1]
+    linked = (links > 0).any(dim=1)
+    if not bool(linked.any()):
+        return dense  # nothing links: HippoRAG 2's dense fallback
+    reset = hipporag2_reset(dense, links, specificity, passage_weight=passage_weight)
+    # a row without links is answered densely below; its PPR only needs a valid reset
+    reset = torch.where(linked[:, None], reset, torch.ones_like(reset))
+    ppr = personalized_pagerank(
+        weights,
+        reset.T.contiguous(),
+        damping=damping,
+        tol=tol,
+        max_iter=max_iter,
+        block_size=block_size,
+    ).T[:, :n]
+    final = fused_scores(ppr, base, fusion_weight)
+    return torch.where(linked[:, None], final, dense)
+
+
 @register
 class HippoRAG2(EntityGraphRetriever):
     """HippoRAG 2's PPR retrieval over the entity-passage graph, without a language model.
@@ -134,6 +199,10 @@ class HippoRAG2(EntityGraphRetriever):
         super().__init__(config)
         self.map = learned_map(self.config.map)
 
+    def weight_matrix(self, graph: EntityGraph) -> torch.Tensor:
+        """The graph's weights with the synonym edges scaled by ``synonym_scale``."""
+        return graph.to_csr(self.embeddings.dtype, synonym_scale=self.config.synonym_scale)
+
     def index(self, graph: EntityGraph) -> None:
         """The map's image of the passages and each phrase's specificity."""
         self.mapped = mapped_corpus(self.map, self.embeddings)
@@ -146,17 +215,20 @@ class HippoRAG2(EntityGraphRetriever):
         self.check_width(queries)
         return map_scores(self.map, queries.embeddings, self.embeddings, self.mapped)
 
-    def reset(self, queries: QueryBatch, dense: torch.Tensor) -> torch.Tensor:
-        """The reset vectors (B, N + P) of ``queries`` (:func:`hipporag2_reset`)."""
-        links = link_scores(
-            queries.embeddings.to(dense.dtype),
+    def links(self, queries: QueryBatch) -> torch.Tensor:
+        """The link scores (B, P) of ``queries`` (:func:`~georag.retrievers.entity.link_scores`)."""
+        return link_scores(
+            queries.embeddings.to(self.embeddings.dtype),
             queries.texts,
             self.graph,
             top_k=self.config.link_top_k,
             linking=self.config.linking,
         )
+
+    def reset(self, queries: QueryBatch, dense: torch.Tensor) -> torch.Tensor:
+        """The reset vectors (B, N + P) of ``queries`` (:func:`hipporag2_reset`)."""
         return hipporag2_reset(
-            dense, links, self.specificity, passage_weight=self.config.passage_weight
+            dense, self.links(queries), self.specificity, passage_weight=self.config.passage_weight
         )
 
     def ppr(self, reset: torch.Tensor) -> torch.Tensor:
@@ -172,16 +244,19 @@ class HippoRAG2(EntityGraphRetriever):
         ).T
 
     def scores(self, queries: QueryBatch) -> torch.Tensor:
-        """The final score of every passage, shape (B, N)."""
+        """The final score of every passage, shape (B, N) (:func:`hipporag2_scores`)."""
+        cfg = self.config
         dense = self.dense_scores(queries)
-        n = dense.shape[1]
-        reset = self.reset(queries, dense)
-        linked = (reset[:, n:] > 0).any(dim=1)
-        if not bool(linked.any()):
-            return dense  # nothing links: HippoRAG 2's dense fallback
-        # a row without links is answered densely below; its PPR only needs a valid reset
-        reset = torch.where(linked[:, None], reset, torch.ones_like(reset))
-        graph = self.ppr(reset)[:, :n]
-        final = fused_scores(graph, dense, queries.texts, self.bm25, self.config)
-        # a query that links to nothing is ranked by its dense score, as HippoRAG 2 does
-        return torch.where(linked[:, None], final, dense)
+        return hipporag2_scores(
+            self.csr,
+            dense,
+            self.links(queries),
+            self.specificity,
+            fusion_base(dense, queries.texts, self.bm25, cfg.fusion),
+            passage_weight=cfg.passage_weight,
+            damping=cfg.damping,
+            fusion_weight=cfg.fusion_weight,
+            tol=cfg.tol,
+            max_iter=cfg.max_iter,
+            block_size=cfg.block_size,
+        )

@@ -39,6 +39,7 @@ from georag.retrievers.entity import (
     EntityGraphOptions,
     EntityGraphRetriever,
     fused_scores,
+    fusion_base,
     link_scores,
 )
 from georag.retrievers.iso import IsoRagConfig, fixed_radius, iso_scores, random_prune
@@ -146,7 +147,8 @@ class IsoEntity(EntityGraphRetriever):
         if cfg.fusion == "none":
             return graph
         # outside its local graph a passage has no graph score: 0 in the fusion
-        return fused_scores(graph.clamp_min(0.0), dense, queries.texts, self.bm25, cfg)
+        base = fusion_base(dense, queries.texts, self.bm25, cfg.fusion)
+        return fused_scores(graph.clamp_min(0.0), base, cfg.fusion_weight)
 
     def prune(
         self, weights: torch.Tensor, scores: torch.Tensor
