@@ -74,7 +74,7 @@ class EntityGraphConfig:
         Weight of a passage-phrase edge.
     """
 
-    extractors: tuple[str, ...] = ("title",)  # needs no extra and no model
+    extractors: tuple[str, ...] = ("title",)  # the training files' choice (needs no extra)
     max_words: int = 3  # PhraseGraphConfig
     max_df: float = 0.01  # PhraseGraphConfig
     synonym_threshold: float | None = 0.8  # HippoRAG 2: synonymy_edge_sim_threshold
@@ -200,8 +200,7 @@ class EntityGraph:
         return edge_index_to_csr(torch.cat(edges, 1), self.num_nodes, torch.cat(weights))
 
     def counts(self) -> dict[str, int]:
-        """Sizes: passages, phrases (all, and per extractor as ``phrases_<name>``),
-        passage-phrase edges, synonym edges, passages without a phrase."""
+        """Passages, phrases (all; ``phrases_<extractor>``), edges, passages without one."""
         linked = len(torch.unique(self.contains[0]))
         return {
             "passages": self.num_passages,
@@ -213,13 +212,12 @@ class EntityGraph:
         }
 
     def passages(self) -> tuple[list[str], list[str], list[str]]:
-        """The corpus the graph was built from: ids, titles and texts (N each)."""
+        """The ids, titles and texts (N each) of the corpus the graph was built from."""
         strings, n = self.corpus.tolist(), self.num_passages
         return strings[:n], strings[n : 2 * n], strings[2 * n :]
 
     def mentions(self, texts: Sequence[str]) -> torch.Tensor:
-        """Exact mentions of the phrases in ``texts`` (B strings; their normalised words hold
-        the phrase's words in a row): shape (B, P), float32, 1 where mentioned, else 0."""
+        """(B, P) float32: 1 where text b's normalised words hold phrase j's in a row."""
         out = torch.zeros(len(texts), len(self.phrases))
         for b, found in enumerate(self._mention_index.find(texts)):
             out[b, list(found)] = 1.0
