@@ -13,7 +13,9 @@ Every row ranks the whole corpus of an evaluation set of
 * ``hipporag2 + map, fusion weight tuned``: the same with ``fusion_weight`` tuned;
 * ``learned_hipporag2 + map``: the same with its damping, passage weight, fusion weight and
   synonym edge weight trained through PPR (:mod:`georag.retrievers.learned_hipporag2`) on
-  the largest training set.
+  the largest training set;
+* ``learned_iso_entity``: ISO-RAG on the entity graph with its damping, fusion and pruning
+  threshold trained the same way (:mod:`georag.retrievers.learned_iso_entity`; no map).
 
 Training (:data:`TRAINING`): 2WikiMultihopQA's open corpus from 2wikimultihopqa_train500;
 musique_qa100 from musique_train100 and musique_train200 together (one pool of both, the
@@ -78,6 +80,7 @@ ROWS = (
     "hipporag2 + map",
     "hipporag2 + map, fusion weight tuned",
     "learned_hipporag2 + map",
+    "learned_iso_entity",
 )
 BARS = ROWS[:2]
 #: the grid of ``b`` of scripts/quality/quality_multihop.py's map+bm25
@@ -257,6 +260,16 @@ def _tuned(
     return max(grid, key=means.__getitem__), means
 
 
+def _summary(summary: dict) -> dict:
+    """The learned knobs of a :func:`fit` summary, with the validation NDCG@10 before and
+    after and the epochs."""
+    return {
+        **summary["knobs"],
+        "val_ndcg@10": [summary["val_init"], summary["val_best"]],
+        "epochs": summary["epochs"],
+    }
+
+
 def run_split(split: Split, p: Prepared, training: Training, folder: Path) -> dict:
     """Train the map of one split, tune the knobs on its training queries and run every row
     of :data:`ROWS` on its report queries over the evaluation set's corpus.
@@ -328,6 +341,15 @@ def run_split(split: Split, p: Prepared, training: Training, folder: Path) -> di
     retrieve_s[ROWS[4]] = clock() - fitted
     fit_s[ROWS[4]] = fitted - started
     runs[ROWS[4]] = scores_to_run(result.scores, result.keep, report.ids, learned.row_ids)
+    # ISO-RAG's knobs on the entity graph, trained the same way (no map: it learns none)
+    iso, iso_s, iso_summary = fit("learned_iso_entity", {}, tune, training, folder / "iso")
+    started = clock()
+    iso.fit(corpus)
+    fitted = clock()
+    result = iso.retrieve(report, top_k=TOP_K)
+    retrieve_s[ROWS[5]] = clock() - fitted
+    fit_s[ROWS[5]] = fitted - started
+    runs[ROWS[5]] = scores_to_run(result.scores, result.keep, report.ids, iso.row_ids)
     return {
         "runs": runs,
         "fit_s": fit_s,
@@ -338,6 +360,7 @@ def run_split(split: Split, p: Prepared, training: Training, folder: Path) -> di
             ROWS[2]: map_s,
             ROWS[3]: map_s + fusion_s,
             ROWS[4]: map_s + learned_s,
+            ROWS[5]: iso_s,
         },
         "knobs": {
             "map": {
@@ -347,11 +370,8 @@ def run_split(split: Split, p: Prepared, training: Training, folder: Path) -> di
             "map+bm25": {"bm25_weight": b, "tuning": b_means},
             ROWS[2]: {"fusion_weight": HippoRAG2Config().fusion_weight},
             ROWS[3]: {"fusion_weight": w, "tuning": w_means},
-            ROWS[4]: {
-                **learned_summary["knobs"],
-                "val_ndcg@10": [learned_summary["val_init"], learned_summary["val_best"]],
-                "epochs": learned_summary["epochs"],
-            },
+            ROWS[4]: _summary(learned_summary),
+            ROWS[5]: _summary(iso_summary),
         },
         "map": str(path),
         "map_training": summary,

@@ -63,6 +63,7 @@ METHOD_MODULES = [
     "georag.retrievers.hipporag2",
     "georag.retrievers.iso_entity",
     "georag.retrievers.learned_hipporag2",
+    "georag.retrievers.learned_iso_entity",
 ]
 _METHODS: dict[str, type] = {}
 _imported: set[str] = set()

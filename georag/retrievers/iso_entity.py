@@ -26,6 +26,7 @@ batch of queries, all at once:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
@@ -106,9 +107,20 @@ class IsoEntity(EntityGraphRetriever):
             degree = self.csr.crow_indices().diff().to(self.embeddings.dtype)
             self.volume = degree.clamp_min(1.0)
 
-    def scores(self, queries: QueryBatch) -> torch.Tensor:
+    def scores(
+        self,
+        queries: QueryBatch,
+        *,
+        prune: Callable | None = None,
+        damping: float | torch.Tensor | None = None,
+        lam: float | torch.Tensor | None = None,
+    ) -> torch.Tensor:
         """The final score of every passage, shape (B, N) (``-inf`` outside the local
-        graphs unless fused with dense scores)."""
+        graphs unless fused with dense scores).
+
+        ``prune``, ``damping`` and ``lam`` replace :meth:`prune` and the config's numbers
+        (tensors for the learnable twin, :mod:`~georag.retrievers.learned_iso_entity`).
+        """
         self._check_fitted()
         cfg, iso = self.config, self.config.iso
         self.check_width(queries)
@@ -133,9 +145,9 @@ class IsoEntity(EntityGraphRetriever):
             mask,
             num_sources=sources.shape[1],
             sweep_size=iso.sweep_size,
-            prune=self.prune,
-            damping=iso.damping,
-            lam=iso.lam,
+            prune=self.prune if prune is None else prune,
+            damping=iso.damping if damping is None else damping,
+            lam=iso.lam if lam is None else lam,
             tol=iso.tol,
             max_iter=iso.max_iter,
         ).final

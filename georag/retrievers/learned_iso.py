@@ -54,7 +54,7 @@ from georag.retrieval.passage_graph import local_candidate_graph
 from georag.retrievers.base import CorpusRows
 from georag.retrievers.iso import IsoRag, IsoRagConfig, iso_scores
 
-__all__ = ["LearnedIsoConfig", "LearnedIso"]
+__all__ = ["LearnedIsoConfig", "LearnedIso", "soft_prune"]
 
 KNOBS = ("damping", "lam", "prune_threshold", "topo_weight")
 
@@ -254,7 +254,9 @@ class LearnedIso(LearnableReranker, CorpusRows):
             mask,
             num_sources=cfg.num_sources,
             sweep_size=cfg.sweep_size,
-            prune=partial(_hard_prune if hard else self._soft_prune, eta),
+            prune=partial(_hard_prune, eta)
+            if hard
+            else partial(soft_prune, eta, temperature=self.config.prune_temperature),
             damping=self.damping().to(dtype),
             lam=self.lam().to(dtype),
             tol=cfg.tol,
@@ -268,15 +270,30 @@ class LearnedIso(LearnableReranker, CorpusRows):
         )
         return scores, ranked
 
-    def _soft_prune(
-        self, eta: torch.Tensor, weights: torch.Tensor, scores: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """The training surrogate: every edge down-weighted by ``sigmoid((eta - score) / t)``."""
-        gate = torch.sigmoid((eta - scores) / self.config.prune_temperature)
-        # a gate below eps is 0: an edge scaled that far down is below rounding anyway,
-        # and one scaled to a subnormal weight stalls PageRank's row normalization
-        gate = torch.where(gate > torch.finfo(weights.dtype).eps, gate, 0.0)
-        return weights * gate, gate == 0
+
+def soft_prune(
+    eta: torch.Tensor, weights: torch.Tensor, scores: torch.Tensor, *, temperature: float
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The training surrogate of ISO-RAG's pruning: every edge down-weighted by
+    ``sigmoid((eta - score) / temperature)``.
+
+    Parameters
+    ----------
+    eta : torch.Tensor, 0-dim
+        The pruning threshold.
+    weights, scores : torch.Tensor, shape (B, M, M)
+
+    Returns
+    -------
+    pruned : torch.Tensor, shape (B, M, M)
+    removed : torch.Tensor, shape (B, M, M), bool
+        The edges whose gate is 0.
+    """
+    gate = torch.sigmoid((eta - scores) / temperature)
+    # a gate below eps is 0: an edge scaled that far down is below rounding anyway,
+    # and one scaled to a subnormal weight stalls PageRank's row normalization
+    gate = torch.where(gate > torch.finfo(weights.dtype).eps, gate, 0.0)
+    return weights * gate, gate == 0
 
 
 def _hard_prune(
