@@ -47,7 +47,7 @@ from georag.rerank.learned_map import LearnedMap
 from georag.rerank.registry import make_reranker
 from georag.retrieval.encoder import TextEncoder
 from georag.retrievers.hipporag2 import HippoRAG2Config
-from georag.retrievers.lexical import bm25_scores, corpus_bm25
+from georag.retrievers.lexical import corpus_bm25
 from georag.retrievers.phrase_ppr import map_scores, mapped_corpus
 from train.corpus_data import QuerySet, load_query_set
 from train.pools import Pool, load_pool
@@ -217,7 +217,7 @@ def map_parts(
     indexed_at = clock()
     base = map_scores(model, queries.embeddings, corpus.embeddings, mapped)
     scored_at = clock()
-    lexical = bm25_scores(index, list(queries.texts)).to(base.dtype)
+    lexical = index.scores(list(queries.texts)).to(base.dtype)
     lexical = lexical / lexical.amax(dim=1, keepdim=True).clamp_min(1e-12)
     seconds = {
         "map_fit": mapped_at - started,

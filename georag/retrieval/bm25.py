@@ -107,6 +107,19 @@ class BM25Index:
             indices[known] = torch.from_numpy(np.asarray(found, dtype=np.int64))
         return scores, indices
 
+    def scores(self, queries: list[str]) -> torch.Tensor:
+        """The BM25 score of every document for each query, shape (B, N), float32 (0 for a
+        query with no indexed token); no sort, unlike :meth:`search`."""
+        vocab = self.retriever.vocab_dict
+        out = torch.zeros(len(queries), self.num_docs)
+        for row, query in enumerate(tokenize(queries, self.tokenizer)):
+            known = [t for t in query if t in vocab]
+            if known:
+                out[row] = torch.from_numpy(
+                    np.asarray(self.retriever.get_scores(known), dtype=np.float32)
+                )
+        return out
+
     def save(self, path: str | os.PathLike) -> None:
         """Write the index into folder ``path``, replacing it as a whole.
 

@@ -29,7 +29,7 @@ from georag.retrieval.entity_graph import (
 )
 from georag.retrieval.phrase_graph import corpus_fingerprint
 from georag.retrievers.base import ScoredRetriever
-from georag.retrievers.lexical import bm25_scores, corpus_bm25, minmax
+from georag.retrievers.lexical import corpus_bm25, minmax
 
 __all__ = [
     "FUSIONS",
@@ -261,7 +261,7 @@ def fusion_base(
     if fusion == "dense+bm25":
         if bm25 is None:
             raise ValueError("bm25: fusion 'dense+bm25' needs the corpus' BM25 index")
-        base = 0.5 * base + 0.5 * minmax(bm25_scores(bm25, texts).to(dense.dtype))
+        base = 0.5 * base + 0.5 * minmax(bm25.scores(list(texts)).to(dense.dtype))
     return base
 
 

@@ -23,7 +23,6 @@ __all__ = [
     "BM25Retriever",
     "HybridConfig",
     "HybridRetriever",
-    "bm25_scores",
     "corpus_bm25",
     "minmax",
     "rrf_scores",
@@ -38,13 +37,6 @@ def minmax(scores: torch.Tensor) -> torch.Tensor:
     low = scores.amin(dim=1, keepdim=True)
     span = (scores.amax(dim=1, keepdim=True) - low).clamp_min(torch.finfo(scores.dtype).tiny)
     return (scores - low) / span
-
-
-def bm25_scores(index: BM25Index, texts: list[str]) -> torch.Tensor:
-    """BM25 score of every corpus row for each query, shape (B, N) (0 past no match)."""
-    n = index.num_docs
-    scores, rows = index.search(texts, n)
-    return torch.zeros(len(texts), n).scatter_(1, rows, scores)
 
 
 def corpus_bm25(titles: list[str], texts: list[str]) -> BM25Index:
@@ -93,7 +85,7 @@ class BM25Retriever(_LexicalRetriever):
 
     def scores(self, queries: QueryBatch) -> torch.Tensor:
         """BM25 score of every corpus row, shape (B, N)."""
-        return bm25_scores(self.bm25, list(queries.texts))
+        return self.bm25.scores(list(queries.texts))
 
 
 @dataclass(frozen=True)
@@ -131,7 +123,7 @@ class HybridRetriever(_LexicalRetriever):
         """The fused score of every corpus row, shape (B, N)."""
         _check_query(queries.embeddings, self.embeddings)
         dense = queries.embeddings.to(self.embeddings.dtype) @ self.embeddings.T
-        lexical = bm25_scores(self.bm25, list(queries.texts)).to(dense.dtype)
+        lexical = self.bm25.scores(list(queries.texts)).to(dense.dtype)
         cfg = self.config
         if cfg.fusion == "rrf":
             return rrf_scores(dense, lexical, k=cfg.rrf_k)

@@ -61,3 +61,13 @@ def test_bad_input(tmp_path):
         BM25Index.build(DOCS, tokenizer="nope")
     with pytest.raises(ValueError, match="not a georag-bm25 folder"):
         BM25Index.load(tmp_path)
+
+
+def test_scores_of_every_document_equal_the_searched_ones():
+    texts = ["the cat sat on the mat", "a dog barked at the cat", "birds sing", "mat and rug"]
+    index = BM25Index.build(texts)
+    queries = ["cat on a mat", "zebra", "rug birds"]
+    full = index.scores(queries)
+    top, rows = index.search(queries, 4)
+    assert full.shape == (3, 4) and not full[1].any()
+    torch.testing.assert_close(full.gather(1, rows), top)
