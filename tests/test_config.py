@@ -23,6 +23,8 @@ FILES = {
     "ppr_global.yaml": "ppr_global",
     "gar.yaml": "gar",
     "phrase_ppr.yaml": "phrase_ppr",
+    "hipporag2.yaml": "hipporag2",
+    "iso_entity.yaml": "iso_entity",
 }
 
 
