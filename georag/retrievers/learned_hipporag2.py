@@ -28,15 +28,14 @@ from dataclasses import dataclass, field, replace
 
 import torch
 
-from georag.batch import Corpus, QueryBatch, RerankResult
+from georag.batch import QueryBatch
 from georag.geometry.diffusion import edge_index_to_csr
 from georag.models.knobs import Interval, Positive
-from georag.rerank.learned import LearnableReranker, LearningOptions
-from georag.rerank.pool import top_k_mask
+from georag.rerank.learned import LearningOptions
 from georag.rerank.registry import register
-from georag.retrievers.base import CorpusRows
 from georag.retrievers.entity import fusion_base
 from georag.retrievers.hipporag2 import HippoRAG2, HippoRAG2Config, hipporag2_scores
+from georag.retrievers.learned import LearnedRetriever
 
 __all__ = ["LearnedHippoRAG2", "LearnedHippoRAG2Config"]
 
@@ -79,7 +78,7 @@ class LearnedHippoRAG2Config(LearningOptions):
 
 
 @register
-class LearnedHippoRAG2(LearnableReranker, CorpusRows):
+class LearnedHippoRAG2(LearnedRetriever):
     """HippoRAG 2's retrieval with learned damping, seed and fusion weights and synonym edge
     weight (module docstring): a corpus-level retriever that is also a
     :class:`torch.nn.Module`."""
@@ -87,6 +86,7 @@ class LearnedHippoRAG2(LearnableReranker, CorpusRows):
     name = "learned_hipporag2"
     config_class = LearnedHippoRAG2Config
     fixed_method = "hipporag2"
+    fixed_class = HippoRAG2
     search_space = {
         "fixed.damping": (0.05, 0.95, False),
         "fixed.passage_weight": (0.005, 1.0, True),
@@ -101,19 +101,7 @@ class LearnedHippoRAG2(LearnableReranker, CorpusRows):
         self.passage_weight = Positive(cfg.passage_weight)
         self.fusion_weight = Positive(cfg.fusion_weight)
         self.synonym_scale = Positive(cfg.synonym_scale)
-        self._fixed: tuple[tuple, HippoRAG2] | None = None
         self._load_if_given()
-
-    # --- the corpus ---------------------------------------------------------------------
-
-    def fit(self, corpus: Corpus) -> LearnedHippoRAG2:
-        """Index ``corpus``: its entity-passage graph (as :meth:`HippoRAG2.fit`)."""
-        return self._index(HippoRAG2(self.config.fixed).fit(corpus))
-
-    def fit_graph(self, *args, **kwargs) -> LearnedHippoRAG2:
-        """Index a corpus given as embeddings (N, D) and its entity-passage graph: the
-        arguments of :meth:`HippoRAG2.fit_graph`."""
-        return self._index(HippoRAG2(self.config.fixed).fit_graph(*args, **kwargs))
 
     def _index(self, fixed: HippoRAG2) -> LearnedHippoRAG2:
         """Take the corpus of ``fixed``, which checked it; number its edges so that a
@@ -144,35 +132,10 @@ class LearnedHippoRAG2(LearnableReranker, CorpusRows):
             self._crow, self._col, edge[self._edge], size, check_invariants=False
         )
 
-    # --- inference: HippoRAG2 with the current knobs ----------------------------------------
-
-    def fixed(self) -> HippoRAG2:
-        """:class:`HippoRAG2` at the current knob values, fitted on this corpus; rebuilt only
-        when a knob changed."""
-        self._check_fitted()
-        key = tuple(self.knobs()[k] for k in KNOBS)
-        if self._fixed is None or self._fixed[0] != key:
-            hippo = HippoRAG2(replace(self.config.fixed, **self.knobs()))
-            hippo.map, hippo.mapped = self.base.map, self.base.mapped
-            hippo.fit_graph(self.base.embeddings, self.graph, doc_ids=self.doc_ids)
-            self._fixed = (key, hippo)
-        return self._fixed[1]
-
-    def retrieve(self, queries: QueryBatch, *, top_k: int) -> RerankResult:
-        """Scores over the corpus rows at the current knobs; the ``top_k`` best are kept."""
-        with torch.no_grad():
-            return self.fixed().retrieve(queries, top_k=top_k)
-
-    def forward(self, batch: QueryBatch) -> RerankResult:
-        """Eval mode: :meth:`retrieve` with ``top_k``; training mode: the differentiable
-        scores' top k."""
-        if not self.training:
-            return self.retrieve(batch, top_k=self.config.top_k)
-        scores, ranked = self.score(batch)
-        return RerankResult.from_scores(scores, self.keep(scores.detach(), ranked))
-
-    def keep(self, scores: torch.Tensor, ranked: torch.Tensor) -> torch.Tensor:
-        return top_k_mask(scores, ranked, self.config.top_k)
+    def _build_fixed(self) -> HippoRAG2:
+        """:class:`HippoRAG2` at the current knob values, fitted on this corpus."""
+        hippo = HippoRAG2(replace(self.config.fixed, **self.knobs()))
+        return hippo.fit_graph(self.base.embeddings, self.graph, doc_ids=self.doc_ids)
 
     # --- training: the differentiable path ------------------------------------------------
 

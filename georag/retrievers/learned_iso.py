@@ -45,14 +45,13 @@ from functools import partial
 
 import torch
 
-from georag.batch import Corpus, QueryBatch, RerankResult
+from georag.batch import QueryBatch
 from georag.models.knobs import EmbeddingMap, Interval, Positive
-from georag.rerank.learned import LearnableReranker, LearningOptions
-from georag.rerank.pool import top_k_mask
+from georag.rerank.learned import LearningOptions
 from georag.rerank.registry import register
 from georag.retrieval.passage_graph import local_candidate_graph
-from georag.retrievers.base import CorpusRows
 from georag.retrievers.iso import IsoRag, IsoRagConfig, iso_scores
+from georag.retrievers.learned import LearnedRetriever
 
 __all__ = ["LearnedIsoConfig", "LearnedIso", "soft_prune"]
 
@@ -102,7 +101,7 @@ class LearnedIsoConfig(LearningOptions):
 
 
 @register
-class LearnedIso(LearnableReranker, CorpusRows):
+class LearnedIso(LearnedRetriever):
     """ISO-RAG with learned damping, fusion, pruning threshold and topological weight.
 
     A corpus-level retriever (``fit(corpus)``, ``retrieve(queries, top_k=...)``) that is
@@ -113,6 +112,7 @@ class LearnedIso(LearnableReranker, CorpusRows):
     name = "learned_iso"
     config_class = LearnedIsoConfig
     fixed_method = "iso"
+    fixed_class = IsoRag
     search_space = {
         "fixed.damping": (0.05, 0.95, False),
         "fixed.lam": (0.05, 0.99, False),
@@ -128,19 +128,9 @@ class LearnedIso(LearnableReranker, CorpusRows):
         self.prune_threshold = Positive(cfg.fixed.prune_threshold)
         self.topo_weight = Positive(cfg.fixed.topo_weight)
         self.embed = EmbeddingMap(cfg.dim) if cfg.embedding_map else None
-        self._fixed: tuple[tuple, IsoRag] | None = None
         self._load_if_given()
 
     # --- the corpus ---------------------------------------------------------------------
-
-    def fit(self, corpus: Corpus) -> LearnedIso:
-        """Index ``corpus``: its passage graph (cached) and the radius of each passage."""
-        return self._index(IsoRag(self.config.fixed).fit(corpus))
-
-    def fit_graph(self, *args, **kwargs) -> LearnedIso:
-        """Index a corpus given as embeddings (N, D), its passage graph and, optionally, the
-        radii (N,) of the volume proxy: the arguments of :meth:`IsoRag.fit_graph`."""
-        return self._index(IsoRag(self.config.fixed).fit_graph(*args, **kwargs))
 
     def _index(self, fixed: IsoRag) -> LearnedIso:
         """Take the corpus of ``fixed``, which checked it and computed the volumes once."""
@@ -165,44 +155,29 @@ class LearnedIso(LearnableReranker, CorpusRows):
         y = self.embed(x)
         return y / y.norm(dim=-1, keepdim=True).clamp_min(1e-12)
 
-    def fixed(self) -> IsoRag:
-        """:class:`IsoRag` at the current knob values (and mapped embeddings), fitted on this
-        corpus; rebuilt only when a parameter changed."""
-        self._check_fitted()
-        key = (tuple(self.knobs()[k] for k in KNOBS), tuple(p._version for p in self.parameters()))
-        if self._fixed is None or self._fixed[0] != key:
-            with torch.no_grad():
-                iso = IsoRag(replace(self.config.fixed, **self.knobs()))
-                iso.fit_graph(
-                    self._mapped(self.embeddings), self.graph, self.radius, doc_ids=self.doc_ids
-                )
-            self._fixed = (key, iso)
-        return self._fixed[1]
+    def _fixed_key(self) -> tuple:
+        """The knob values and the parameters' versions (the map's weights too)."""
+        return (tuple(self.knobs()[k] for k in KNOBS), tuple(p._version for p in self.parameters()))
 
-    def _mapped_queries(self, queries: QueryBatch) -> QueryBatch:
+    def _build_fixed(self) -> IsoRag:
+        """:class:`IsoRag` at the current knob values and mapped embeddings, fitted on this
+        corpus (the hard pruning rule)."""
+        iso = IsoRag(replace(self.config.fixed, **self.knobs()))
+        return iso.fit_graph(
+            self._mapped(self.embeddings), self.graph, self.radius, doc_ids=self.doc_ids
+        )
+
+    def inference_queries(self, queries: QueryBatch) -> QueryBatch:
+        """The mapped queries (``queries`` without a map)."""
         if self.embed is None:
             return queries
         with torch.no_grad():
             return QueryBatch(queries.ids, queries.texts, self._mapped(queries.embeddings))
 
-    def retrieve(self, queries: QueryBatch, *, top_k: int) -> RerankResult:
-        """Scores over the corpus rows (the hard pruning rule); the ``top_k`` best are kept."""
-        return self.fixed().retrieve(self._mapped_queries(queries), top_k=top_k)
-
     def search(self, query: torch.Tensor, *, top_k: int = 10):
         """:meth:`IsoRag.search` at the current knobs, for query embeddings (B, D)."""
         with torch.no_grad():
             return self.fixed().search(self._mapped(query), top_k=top_k)
-
-    def forward(self, batch: QueryBatch) -> RerankResult:
-        """Eval mode: :meth:`retrieve` with ``top_k``; training mode: the surrogate's top k."""
-        if not self.training:
-            return self.retrieve(batch, top_k=self.config.top_k)
-        scores, ranked = self.score(batch)
-        return RerankResult.from_scores(scores, self.keep(scores.detach(), ranked))
-
-    def keep(self, scores: torch.Tensor, ranked: torch.Tensor) -> torch.Tensor:
-        return top_k_mask(scores, ranked, self.config.top_k)
 
     # --- training: the differentiable path ------------------------------------------------
 

@@ -27,14 +27,13 @@ from functools import partial
 
 import torch
 
-from georag.batch import Corpus, QueryBatch, RerankResult
+from georag.batch import QueryBatch
 from georag.models.knobs import Interval, Positive
-from georag.rerank.learned import LearnableReranker, LearningOptions
-from georag.rerank.pool import top_k_mask
+from georag.rerank.learned import LearningOptions
 from georag.rerank.registry import register
-from georag.retrievers.base import CorpusRows
 from georag.retrievers.iso import IsoRagConfig
 from georag.retrievers.iso_entity import IsoEntity, IsoEntityConfig
+from georag.retrievers.learned import LearnedRetriever
 from georag.retrievers.learned_iso import soft_prune
 
 __all__ = ["LearnedIsoEntity", "LearnedIsoEntityConfig"]
@@ -90,13 +89,14 @@ class LearnedIsoEntityConfig(LearningOptions):
 
 
 @register
-class LearnedIsoEntity(LearnableReranker, CorpusRows):
+class LearnedIsoEntity(LearnedRetriever):
     """ISO-RAG on the entity graph with learned damping, fusion and pruning threshold
     (module docstring): a corpus-level retriever that is also a :class:`torch.nn.Module`."""
 
     name = "learned_iso_entity"
     config_class = LearnedIsoEntityConfig
     fixed_method = "iso_entity"
+    fixed_class = IsoEntity
     search_space = {
         "fixed.iso.damping": (0.05, 0.95, False),
         "fixed.iso.lam": (0.05, 0.99, False),
@@ -109,48 +109,17 @@ class LearnedIsoEntity(LearnableReranker, CorpusRows):
         self.damping = Interval(iso.damping)
         self.lam = Interval(iso.lam)
         self.prune_threshold = Positive(iso.prune_threshold)
-        self._fixed: tuple[tuple, IsoEntity] | None = None
         self._load_if_given()
-
-    def fit(self, corpus: Corpus) -> LearnedIsoEntity:
-        """Index ``corpus``: its entity-passage graph (as :meth:`IsoEntity.fit`)."""
-        return self._index(IsoEntity(self.config.fixed).fit(corpus))
-
-    def fit_graph(self, *args, **kwargs) -> LearnedIsoEntity:
-        """Index a corpus given as embeddings (N, D) and its entity-passage graph: the
-        arguments of :meth:`IsoEntity.fit_graph`."""
-        return self._index(IsoEntity(self.config.fixed).fit_graph(*args, **kwargs))
 
     def _index(self, fixed: IsoEntity) -> LearnedIsoEntity:
         self.base, self.doc_ids, self._fixed = fixed, fixed.doc_ids, None
         return self
 
-    def fixed(self) -> IsoEntity:
-        """:class:`IsoEntity` at the current knob values, fitted on this corpus; rebuilt only
-        when a knob changed."""
-        self._check_fitted()
-        key = tuple(self.knobs()[k] for k in KNOBS)
-        if self._fixed is None or self._fixed[0] != key:
-            cfg = self.config.fixed
-            iso = IsoEntity(replace(cfg, iso=replace(cfg.iso, **self.knobs())))
-            iso.fit_graph(self.base.embeddings, self.base.graph, doc_ids=self.doc_ids)
-            self._fixed = (key, iso)
-        return self._fixed[1]
-
-    def retrieve(self, queries: QueryBatch, *, top_k: int) -> RerankResult:
-        """Scores over the corpus rows at the current knobs; the ``top_k`` best are kept."""
-        with torch.no_grad():
-            return self.fixed().retrieve(queries, top_k=top_k)
-
-    def forward(self, batch: QueryBatch) -> RerankResult:
-        """Eval mode: :meth:`retrieve` with ``top_k``; training mode: the surrogate's top k."""
-        if not self.training:
-            return self.retrieve(batch, top_k=self.config.top_k)
-        scores, ranked = self.score(batch)
-        return RerankResult.from_scores(scores, self.keep(scores.detach(), ranked))
-
-    def keep(self, scores: torch.Tensor, ranked: torch.Tensor) -> torch.Tensor:
-        return top_k_mask(scores, ranked, self.config.top_k)
+    def _build_fixed(self) -> IsoEntity:
+        """:class:`IsoEntity` at the current knob values, fitted on this corpus."""
+        cfg = self.config.fixed
+        iso = IsoEntity(replace(cfg, iso=replace(cfg.iso, **self.knobs())))
+        return iso.fit_graph(self.base.embeddings, self.base.graph, doc_ids=self.doc_ids)
 
     def score(self, batch: QueryBatch) -> tuple[torch.Tensor, torch.Tensor]:
         """Differentiable scores of the passages of each query's local graph.
