@@ -329,27 +329,23 @@ def run_split(split: Split, p: Prepared, training: Training, folder: Path) -> di
     hipporag2 = {ROWS[2]: {"map": str(path)}, ROWS[3]: {"map": str(path), "fusion_weight": w}}
     for row, options in hipporag2.items():
         runs[row], fit_s[row], retrieve_s[row] = _hipporag2(options, corpus, report)
-    # the graph's knobs trained through PPR on the largest training set (its own corpus)
+    # the knobs trained through PPR on the largest training set (its own corpus):
+    # HippoRAG 2's on the map, ISO-RAG's on the entity graph (it learns no map)
     tune = max(split.tune, key=lambda q: len(q.batch.ids))
-    learned, learned_s, learned_summary = fit(
-        "learned_hipporag2", {"fixed.map": str(path)}, tune, training, folder / "hipporag2"
-    )
-    started = clock()
-    learned.fit(corpus)
-    fitted = clock()
-    result = learned.retrieve(report, top_k=TOP_K)
-    retrieve_s[ROWS[4]] = clock() - fitted
-    fit_s[ROWS[4]] = fitted - started
-    runs[ROWS[4]] = scores_to_run(result.scores, result.keep, report.ids, learned.row_ids)
-    # ISO-RAG's knobs on the entity graph, trained the same way (no map: it learns none)
-    iso, iso_s, iso_summary = fit("learned_iso_entity", {}, tune, training, folder / "iso")
-    started = clock()
-    iso.fit(corpus)
-    fitted = clock()
-    result = iso.retrieve(report, top_k=TOP_K)
-    retrieve_s[ROWS[5]] = clock() - fitted
-    fit_s[ROWS[5]] = fitted - started
-    runs[ROWS[5]] = scores_to_run(result.scores, result.keep, report.ids, iso.row_ids)
+    summaries, trained_s = {}, {}
+    for row, method, options in (
+        (ROWS[4], "learned_hipporag2", {"fixed.map": str(path)}),
+        (ROWS[5], "learned_iso_entity", {}),
+    ):
+        learned, trained_s[row], summaries[row] = fit(
+            method, options, tune, training, folder / method
+        )
+        started = clock()
+        learned.fit(corpus)
+        fitted = clock()
+        result = learned.retrieve(report, top_k=TOP_K)
+        retrieve_s[row], fit_s[row] = clock() - fitted, fitted - started
+        runs[row] = scores_to_run(result.scores, result.keep, report.ids, learned.row_ids)
     return {
         "runs": runs,
         "fit_s": fit_s,
@@ -359,8 +355,8 @@ def run_split(split: Split, p: Prepared, training: Training, folder: Path) -> di
             "map+bm25": map_s + bm25_s,
             ROWS[2]: map_s,
             ROWS[3]: map_s + fusion_s,
-            ROWS[4]: map_s + learned_s,
-            ROWS[5]: iso_s,
+            ROWS[4]: map_s + trained_s[ROWS[4]],
+            ROWS[5]: trained_s[ROWS[5]],
         },
         "knobs": {
             "map": {
@@ -370,8 +366,8 @@ def run_split(split: Split, p: Prepared, training: Training, folder: Path) -> di
             "map+bm25": {"bm25_weight": b, "tuning": b_means},
             ROWS[2]: {"fusion_weight": HippoRAG2Config().fusion_weight},
             ROWS[3]: {"fusion_weight": w, "tuning": w_means},
-            ROWS[4]: _summary(learned_summary),
-            ROWS[5]: _summary(iso_summary),
+            ROWS[4]: _summary(summaries[ROWS[4]]),
+            ROWS[5]: _summary(summaries[ROWS[5]]),
         },
         "map": str(path),
         "map_training": summary,

@@ -63,3 +63,29 @@ def graph(**options):
     c = corpus()
     config = EntityGraphConfig(**{"extractors": ("title",), **options})
     return build_entity_graph(c.doc_ids, c.titles, c.texts, config=config, encode=encode)
+
+
+def check_knob_gradients(learned, knobs, *, seed: int = 0) -> None:
+    """Every knob's gradient of ``sum(scores * upstream)`` against central finite
+    differences of its raw parameter (the toy corpus, float64)."""
+    import pytest
+
+    learned.train()
+    q = queries()
+    upstream = torch.randn(3, 7, dtype=torch.float64, generator=torch.Generator().manual_seed(seed))
+
+    def loss() -> torch.Tensor:
+        scores, _ = learned.score(q)
+        return (scores * upstream).sum()
+
+    loss().backward()
+    for name in knobs:
+        raw = getattr(learned, name).raw
+        step = 1e-3
+        with torch.no_grad():
+            raw += step
+            up = float(loss())
+            raw -= 2 * step
+            down = float(loss())
+            raw += step
+        assert float(raw.grad) == pytest.approx((up - down) / (2 * step), rel=2e-3, abs=1e-6), name

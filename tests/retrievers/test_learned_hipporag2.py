@@ -42,28 +42,7 @@ def test_untrained_equals_the_fixed_method_on_both_paths(fusion):
 
 
 def test_gradients_of_every_knob_match_finite_differences():
-    learned = fitted(HippoRAG2Config(**OPTIONS, fusion="dense"))
-    learned.train()
-    q = cases.queries()
-    upstream = torch.randn(3, 7, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
-
-    def loss() -> torch.Tensor:
-        scores, _ = learned.score(q)
-        return (scores * upstream).sum()
-
-    loss().backward()
-    for name in KNOBS:
-        raw = getattr(learned, name).raw
-        analytic = float(raw.grad)
-        step = 1e-3
-        with torch.no_grad():
-            raw += step
-            up = float(loss())
-            raw -= 2 * step
-            down = float(loss())
-            raw += step
-        numeric = (up - down) / (2 * step)
-        assert analytic == pytest.approx(numeric, rel=2e-3, abs=1e-6), name
+    cases.check_knob_gradients(fitted(HippoRAG2Config(**OPTIONS, fusion="dense")), KNOBS)
 
 
 def test_a_training_step_lowers_a_listwise_loss():
