@@ -6,7 +6,7 @@ logic of ``scripts/bench/bench_entity_graph.py``).
   its counts, its folder on disk and the peak RSS; :func:`full_index_case`: the whole index
   of the default retriever from scratch (passage embeddings with no cache, the graph with
   the encoder, the retriever's CSR and BM25). Both are meant to run in a child process of
-  their own (:func:`run_child`), so that the peak RSS (``ru_maxrss``) is the case's alone;
+  their own (:func:`run_child`), so that the peak RSS (``VmHWM``) is the case's alone;
   neither reads nor writes a cache.
 * :func:`latency`: B=1 time per query of a fitted :class:`~georag.retrievers.hipporag2.HippoRAG2`
   from held query embeddings (no query encoding), its linking and PPR steps apart, and
@@ -58,7 +58,16 @@ _CHILD = "from georag.experiments.entity_bench import _child_main; _child_main()
 
 
 def _peak_rss_mib() -> float:
-    """This process' peak resident set so far, MiB (Linux reports ``ru_maxrss`` in KiB)."""
+    """This process' peak resident set so far, MiB: Linux's ``VmHWM`` (the high-water mark of
+    this process' own memory; ``ru_maxrss`` also counts the parent's resident set at the
+    fork that started it), else ``ru_maxrss``."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 

@@ -4,7 +4,7 @@ Usage: ``python scripts/bench/bench_entity_graph.py --data-dir ../shared/data [-
 [--sets musique_qa100] [--extractors title ngram] [--queries 200] [--quick] [--out X.json]``
 
 1. Index cost per corpus (``--sets``) and extractor set (``--extractors``), each case in a
-   fresh child process (peak RSS = its own ``ru_maxrss``; no graph cache, built in a temp
+   fresh child process (peak RSS = its own ``VmHWM``; no graph cache, built in a temp
    folder): the graph build without the encoder (wall, process CPU), the phrase encoding +
    synonym edges (the build with the MiniLM encoder minus the build without), peak RSS,
    phrases / passage-phrase edges / synonym edges, the folder size of ``graph.save``.
