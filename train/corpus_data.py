@@ -21,8 +21,7 @@ from torch.utils.data import DataLoader
 from georag.batch import Corpus, QueryBatch
 from georag.data.datasets import load_dataset
 from georag.resources import DEFAULT_MODEL, default_cache_dir
-from georag.retrieval.cache import EmbeddingCache
-from georag.retrieval.candidates import FirstStage, FirstStageConfig
+from georag.retrieval.candidates import FirstStage, FirstStageConfig, query_batch, stage_corpus
 from georag.retrieval.encoder import TextEncoder
 from train.learned_data import PROTOCOLS, split_queries, write_split
 from train.pools import CUT, _shrink
@@ -128,21 +127,9 @@ def load_query_set(
         encoder=encoder,
         cache_dir=os.path.join(cache, "embeddings"),
     )
-    docs = [data.corpus[d] for d in stage.units.doc_ids]
-    corpus = Corpus(
-        doc_ids=list(stage.units.doc_ids),
-        titles=[d.title for d in docs],
-        texts=[d.text for d in docs],
-        embeddings=stage.embeddings,
-        cache_dir=str(cache),
-    )
-    ids = list(data.queries)
-    texts = [data.queries[q] for q in ids]
-    key = EmbeddingCache.key(encoder.name, texts, kind="queries")
-    queries, _ = EmbeddingCache(os.path.join(cache, "embeddings")).get_or_compute(
-        key, len(texts), lambda: encoder.encode(texts)
-    )
-    return QuerySet.build(corpus, QueryBatch(ids, texts, queries), data.qrels)
+    corpus = stage_corpus(data, stage, cache_dir=cache)
+    queries = query_batch(data, encoder, cache_dir=os.path.join(cache, "embeddings"))
+    return QuerySet.build(corpus, queries, data.qrels)
 
 
 class CorpusQueryData(L.LightningDataModule):

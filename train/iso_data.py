@@ -20,8 +20,7 @@ from georag.data.multihop import load_multihop
 from georag.geometry.cheeger import local_cheeger_ratio
 from georag.models.poincare import generality_target_radius
 from georag.resources import DEFAULT_MODEL, data_roots, default_cache_dir
-from georag.retrieval.cache import EmbeddingCache
-from georag.retrieval.candidates import FirstStage, FirstStageConfig
+from georag.retrieval.candidates import FirstStage, FirstStageConfig, query_batch
 from georag.retrieval.encoder import TextEncoder
 from georag.retrieval.passage_graph import PassageGraph, build_passage_graph
 
@@ -125,12 +124,8 @@ class IsoDataModule(L.LightningDataModule):
         )
         self.generality = structural_generality(graph, kind=hp.generality)
         self.targets = generality_target_radius(self.generality, r_min=hp.r_min, r_max=hp.r_max)
-        qids = list(data.queries)
-        texts = [data.queries[q] for q in qids]
-        key = EmbeddingCache.key(encoder.name, texts, kind="queries")
-        queries, _ = EmbeddingCache(cache / "embeddings").get_or_compute(
-            key, len(texts), lambda: encoder.encode(texts)
-        )
+        batch = query_batch(data, encoder, cache_dir=cache / "embeddings")
+        qids, queries = batch.ids, batch.embeddings
         order = np.random.default_rng(hp.seed).permutation(len(qids))
         n_val = int(round(hp.val_fraction * len(qids)))
         val, train = sorted(order[:n_val].tolist()), sorted(order[n_val:].tolist())

@@ -20,7 +20,7 @@ from georag.perf.timing import median_single_ms, timed
 from georag.rerank.base import PoolExpander, PoolReranker
 from georag.rerank.registry import config_class, is_retriever, make_reranker
 from georag.resources import DEFAULT_MODEL, default_cache_dir
-from georag.retrieval.candidates import FirstStage, FirstStageConfig
+from georag.retrieval.candidates import FirstStage, FirstStageConfig, stage_corpus
 from georag.retrieval.encoder import TextEncoder
 
 __all__ = ["EvalConfig", "run_eval", "evaluate_methods", "METRICS"]
@@ -227,14 +227,7 @@ def _corpus(dataset: BeirDataset, stage: FirstStage) -> Corpus:
     """The corpus rows of ``stage`` for the corpus-level retrievers (whole passages)."""
     if stage.config.chunk_window is not None:
         raise ValueError("methods: corpus-level retrievers need whole passages, not chunks")
-    docs = [dataset.corpus[d] for d in stage.units.doc_ids]
-    return Corpus(
-        doc_ids=list(stage.units.doc_ids),
-        titles=[d.title for d in docs],
-        texts=[d.text for d in docs],
-        embeddings=stage.embeddings,
-        cache_dir=str(default_cache_dir()),
-    )
+    return stage_corpus(dataset, stage, cache_dir=default_cache_dir())
 
 
 def eval_dataset(config) -> BeirDataset:

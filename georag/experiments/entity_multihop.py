@@ -32,8 +32,7 @@ from georag.data.datasets import load_dataset
 from georag.eval.metrics import answer_recall_per_query, per_query
 from georag.eval.stats import annotate, holm, paired_permutation_p
 from georag.rerank.registry import make_reranker
-from georag.retrieval.cache import EmbeddingCache
-from georag.retrieval.candidates import FirstStage, FirstStageConfig
+from georag.retrieval.candidates import FirstStage, FirstStageConfig, query_batch, stage_corpus
 from georag.retrieval.encoder import TextEncoder
 
 __all__ = [
@@ -47,6 +46,7 @@ __all__ = [
     "TRAIN_SETS",
     "Prepared",
     "ablation_markdown",
+    "fitted_run",
     "ablation_rows",
     "markdown",
     "prepare",
@@ -134,22 +134,10 @@ def prepare(name: str, data_dir: Path, encoder: TextEncoder, cache: Path) -> Pre
         encoder=encoder,
         cache_dir=cache / "embeddings",
     )
-    docs = [dataset.corpus[d] for d in stage.units.doc_ids]
-    corpus = Corpus(
-        list(stage.units.doc_ids),
-        [d.title for d in docs],
-        [d.text for d in docs],
-        stage.embeddings,
-        cache_dir=str(cache),
-    )
-    ids = list(dataset.queries)
-    texts = [dataset.queries[q] for q in ids]
-    key = EmbeddingCache.key(encoder.name, texts, kind="queries")
-    embedded, _ = EmbeddingCache(cache / "embeddings").get_or_compute(
-        key, len(texts), lambda: encoder.encode(texts)
-    )
+    corpus = stage_corpus(dataset, stage, cache_dir=cache)
+    queries = query_batch(dataset, encoder, cache_dir=cache / "embeddings")
     seconds = time.perf_counter() - start
-    return Prepared(dataset, corpus, QueryBatch(ids, texts, embedded), seconds)
+    return Prepared(dataset, corpus, queries, seconds)
 
 
 def query_values(p: Prepared, run: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:
@@ -179,18 +167,25 @@ def run_rows(
     """
     values, costs = {}, {}
     for label, (method, options) in rows.items():
-        start = time.perf_counter()
-        retriever = make_reranker(method, {method: options}).fit(p.corpus)
-        fitted = time.perf_counter()
-        result = retriever.retrieve(p.queries, top_k=top_k)
-        seconds = time.perf_counter() - fitted
-        run = scores_to_run(result.scores, result.keep, p.queries.ids, retriever.row_ids)
+        retriever = make_reranker(method, {method: options})
+        run, fit_s, seconds = fitted_run(retriever, p.corpus, p.queries, top_k=top_k)
         values[label] = query_values(p, run)
-        costs[label] = {
-            "fit_s": fitted - start,
-            "ms_per_query": 1e3 * seconds / len(p.queries.ids),
-        }
+        costs[label] = {"fit_s": fit_s, "ms_per_query": 1e3 * seconds / len(p.queries.ids)}
     return values, costs
+
+
+def fitted_run(
+    retriever, corpus: Corpus, queries: QueryBatch, *, top_k: int
+) -> tuple[dict[str, dict[str, float]], float, float]:
+    """Fit ``retriever`` on ``corpus`` and rank the corpus for ``queries``: the run (each
+    query's ``top_k`` rows), the fit seconds and the retrieval seconds (all queries at once)."""
+    start = time.perf_counter()
+    retriever.fit(corpus)
+    fitted = time.perf_counter()
+    result = retriever.retrieve(queries, top_k=top_k)
+    seconds = time.perf_counter() - fitted
+    run = scores_to_run(result.scores, result.keep, queries.ids, retriever.row_ids)
+    return run, fitted - start, seconds
 
 
 def table_rows(

@@ -40,7 +40,13 @@ import torch
 
 from georag.batch import CandidateBatch, Corpus, QueryBatch, scores_to_run
 from georag.eval.metrics import per_query
-from georag.experiments.entity_multihop import Prepared, prepare, query_values, table_rows
+from georag.experiments.entity_multihop import (
+    Prepared,
+    fitted_run,
+    prepare,
+    query_values,
+    table_rows,
+)
 from georag.experiments.folds import learned_folds, subset_training, training_subset
 from georag.experiments.training import FOLDS, Training, fit
 from georag.rerank.learned_map import LearnedMap
@@ -83,7 +89,7 @@ ROWS = (
     "learned_iso_entity",
 )
 BARS = ROWS[:2]
-#: the grid of ``b`` of scripts/quality/quality_multihop.py's map+bm25
+#: the grid of ``b`` of map+bm25 (here and in scripts/quality/quality_multihop.py)
 BM25_WEIGHTS = (0.0, 0.02, 0.05, 0.1, 0.2, 0.3, 0.5, 1.0)
 FUSION_WEIGHTS = (1.0, 5.0, 20.0, 100.0)
 TUNED_BY = "recall@5"
@@ -237,13 +243,9 @@ def _run(scores: torch.Tensor, queries: QueryBatch, corpus: Corpus) -> dict:
 def _hipporag2(options: dict, corpus: Corpus, queries: QueryBatch) -> tuple[dict, float, float]:
     """HippoRAG 2 with ``options`` fitted on ``corpus``: the run of ``queries``, the fit
     seconds and the retrieval seconds."""
-    started = time.perf_counter()
-    retriever = make_reranker("hipporag2", {"hipporag2": options}).fit(corpus)
-    fitted = time.perf_counter()
-    result = retriever.retrieve(queries, top_k=TOP_K)
-    seconds = time.perf_counter() - fitted
-    run = scores_to_run(result.scores, result.keep, queries.ids, retriever.row_ids)
-    return run, fitted - started, seconds
+    return fitted_run(
+        make_reranker("hipporag2", {"hipporag2": options}), corpus, queries, top_k=TOP_K
+    )
 
 
 def _tuned(
@@ -340,12 +342,7 @@ def run_split(split: Split, p: Prepared, training: Training, folder: Path) -> di
         learned, trained_s[row], summaries[row] = fit(
             method, options, tune, training, folder / method
         )
-        started = clock()
-        learned.fit(corpus)
-        fitted = clock()
-        result = learned.retrieve(report, top_k=TOP_K)
-        retrieve_s[row], fit_s[row] = clock() - fitted, fitted - started
-        runs[row] = scores_to_run(result.scores, result.keep, report.ids, learned.row_ids)
+        runs[row], fit_s[row], retrieve_s[row] = fitted_run(learned, corpus, report, top_k=TOP_K)
     return {
         "runs": runs,
         "fit_s": fit_s,

@@ -32,8 +32,7 @@ from georag.eval.metrics import evaluate
 from georag.models.poincare import PoincareHead
 from georag.perf.timing import timed
 from georag.resources import default_cache_dir
-from georag.retrieval.cache import EmbeddingCache
-from georag.retrieval.candidates import FirstStage, FirstStageConfig
+from georag.retrieval.candidates import FirstStage, FirstStageConfig, query_batch
 from georag.retrieval.encoder import TextEncoder
 from georag.retrieval.passage_graph import PassageGraph, build_passage_graph
 from georag.retrievers.base import output_to_run
@@ -102,13 +101,10 @@ def prepare(name: str, data_dir: Path, encoder: TextEncoder, cache: Path) -> Pre
         [d.text for d in docs],
         cache_dir=cache / "graphs",
     )
-    query_ids = list(dataset.queries)
-    texts = [dataset.queries[q] for q in query_ids]
-    key = EmbeddingCache.key(encoder.name, texts, kind="queries")
-    queries, _ = EmbeddingCache(cache / "embeddings").get_or_compute(
-        key, len(texts), lambda: encoder.encode(texts)
+    queries = query_batch(dataset, encoder, cache_dir=cache / "embeddings")
+    return Prepared(
+        dataset, list(stage.units.doc_ids), stage.embeddings, graph, queries.ids, queries.embeddings
     )
-    return Prepared(dataset, list(stage.units.doc_ids), stage.embeddings, graph, query_ids, queries)
 
 
 def head_radius(head: PoincareHead, embeddings: torch.Tensor) -> torch.Tensor:

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import torch
 
-from georag.batch import CandidateBatch
+from georag.batch import CandidateBatch, Corpus, QueryBatch
 from georag.data.beir import BeirDataset
 from georag.data.chunking import Chunks, chunk_documents
 from georag.resources import default_cache_dir
@@ -23,6 +23,8 @@ __all__ = [
     "build_candidate_pool",
     "corpus_units",
     "corpus_embeddings",
+    "query_batch",
+    "stage_corpus",
 ]
 
 FIRST_STAGES = ("dense", "bm25", "hybrid")
@@ -93,6 +95,20 @@ def corpus_embeddings(
         encoder.name, texts, max_seq_length=encoder.max_seq_length, window=window, overlap=overlap
     )
     return cache.get_or_compute(key, len(texts), lambda: encoder.encode(texts, desc="corpus"))
+
+
+def query_batch(
+    dataset: BeirDataset, encoder: TextEncoder, *, cache_dir: str | os.PathLike
+) -> QueryBatch:
+    """Every query of ``dataset`` with its embedding, from the cache in ``cache_dir`` when
+    present, else encoded and stored (keyed by the model and the query texts)."""
+    ids = list(dataset.queries)
+    texts = [dataset.queries[q] for q in ids]
+    key = EmbeddingCache.key(encoder.name, texts, kind="queries")
+    embedded, _ = EmbeddingCache(cache_dir).get_or_compute(
+        key, len(texts), lambda: encoder.encode(texts)
+    )
+    return QueryBatch(ids, texts, embedded)
 
 
 class FirstStage:
@@ -211,6 +227,21 @@ class FirstStage:
             query_texts=list(query_texts) if with_texts else None,
             cand_texts=cand_texts,
         )
+
+
+def stage_corpus(
+    dataset: BeirDataset, stage: FirstStage, *, cache_dir: str | os.PathLike
+) -> Corpus:
+    """The corpus rows of ``stage`` (whole passages, in its row order) with its embeddings,
+    for the corpus-level retrievers; they cache what they derive under ``cache_dir``."""
+    docs = [dataset.corpus[d] for d in stage.units.doc_ids]
+    return Corpus(
+        doc_ids=list(stage.units.doc_ids),
+        titles=[d.title for d in docs],
+        texts=[d.text for d in docs],
+        embeddings=stage.embeddings,
+        cache_dir=str(cache_dir),
+    )
 
 
 def build_candidate_pool(

@@ -60,6 +60,7 @@ import torch
 
 from georag._io import atomic_write
 from georag.batch import QueryBatch, scores_to_run
+from georag.experiments.entity_trained import BM25_WEIGHTS
 from georag.experiments.folds import learned_folds, training_subset
 from georag.experiments.runs import QueryRuns, save_runs
 from georag.experiments.significance import holm_tests, interval_rows, metrics_of, per_query_arrays
@@ -82,7 +83,6 @@ POOL_RECALL = "recall@100"
 TOP_K = 100
 CHUNK = 128  # queries per phrase-PPR solve: bounds the (N + P, B) teleport and mass
 WEIGHTS = (0.0, 0.02, 0.05, 0.1, 0.2, 0.3, 0.5, 1.0)
-BM25_WEIGHTS = (0.0, 0.02, 0.05, 0.1, 0.2, 0.3, 0.5, 1.0)
 PASSAGE_WEIGHTS = (0.05, 0.3, 1.0)
 GEOMETRIC = {
     "dense": False,
