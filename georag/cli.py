@@ -321,7 +321,7 @@ def _cmd_index(args: argparse.Namespace) -> None:
 
     dataset = load_beir(args.dataset, data_dir=args.data_dir)
     if args.hyperbolic:
-        from georag.rerank.hyte import HyTEConfig, build_index
+        from georag.rerank.geometric.hyte import HyTEConfig, build_index
 
         docs = {doc_id: doc.full_text for doc_id, doc in dataset.corpus.items()}
         index = build_index(docs, args.out, HyTEConfig(weights=args.weights))
@@ -385,7 +385,7 @@ def _plot_flow(args: argparse.Namespace) -> None:
 
     from georag.data.beir import load_beir
     from georag.eval.plots_ricci import plot_flow, plot_query_edge_histogram
-    from georag.rerank.ricci_filtration import RicciFiltration
+    from georag.rerank.geometric.ricci_filtration import RicciFiltration
     from georag.retrieval.candidates import FirstStage, FirstStageConfig
 
     dataset = load_beir(args.dataset, data_dir=args.data_dir)

@@ -145,7 +145,7 @@ def load_config(cls: type[T], path: str | Path, **overrides: Any) -> T:
 
     Examples
     --------
-    >>> from georag.rerank.maniscope import ManiscopeConfig
+    >>> from georag.rerank.geometric.maniscope import ManiscopeConfig
     >>> load_config(ManiscopeConfig, "configs/rerank/maniscope.yaml").k  # doctest: +SKIP
     5
     """
@@ -184,7 +184,7 @@ def config_value(config: Any, key: str) -> Any:
 
     Examples
     --------
-    >>> from georag.rerank.maniscope import LearnedManiscopeConfig
+    >>> from georag.rerank.geometric.maniscope import LearnedManiscopeConfig
     >>> config_value(LearnedManiscopeConfig(), "fixed.alpha")
     0.5
     """

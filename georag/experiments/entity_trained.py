@@ -49,7 +49,7 @@ from georag.experiments.entity_multihop import (
 )
 from georag.experiments.folds import learned_folds, subset_training, training_subset
 from georag.experiments.training import FOLDS, Training, fit
-from georag.rerank.learned_map import LearnedMap
+from georag.rerank.baselines.learned_map import LearnedMap
 from georag.rerank.registry import make_reranker
 from georag.retrieval.encoder import TextEncoder
 from georag.retrievers.hipporag2 import HippoRAG2Config

@@ -94,7 +94,7 @@ class LorentzIndex:
     bm25 : BM25Index
     alpha, top_m, offset
         The search defaults stored with the index (BM25 weight, BM25 candidates per query,
-        sigmoid shift; see :class:`~georag.rerank.hyte.HyTEConfig`).
+        sigmoid shift; see :class:`~georag.rerank.geometric.hyte.HyTEConfig`).
     """
 
     def __init__(
@@ -419,8 +419,8 @@ def build_lorentz_index(
         The encoder of the points (its projection is stored with them).
     alpha, top_m, offset
         Search defaults stored with the index (BM25 weight, BM25 candidates per query,
-        sigmoid shift); :func:`georag.rerank.hyte.build_index` takes them, and the encoder,
-        from a :class:`~georag.rerank.hyte.HyTEConfig`.
+        sigmoid shift); :func:`georag.rerank.geometric.hyte.build_index` takes them, and
+        the encoder, from a :class:`~georag.rerank.geometric.hyte.HyTEConfig`.
     window, overlap : int
         Sliding-window chunking in words (paper: 300 and 60).
     bm25_tokenizer : str

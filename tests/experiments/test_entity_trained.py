@@ -15,8 +15,8 @@ import georag.retrievers.phrase_ppr as map_loader
 from georag.experiments import entity_trained as et
 from georag.experiments.folds import learned_folds
 from georag.experiments.training import Training
+from georag.rerank.baselines.learned_map import LearnedMap
 from georag.rerank.learned import load_weights
-from georag.rerank.learned_map import LearnedMap
 from georag.resources import default_cache_dir
 
 TRAIN = ("musique_train100",)

@@ -105,7 +105,7 @@ def weight_cases() -> None:
     from georag._io import dump_manifest, load_manifest, seal, sha256_file
     from georag.data.bundled import DEMO_DIR
     from georag.models.hyte import _FORMAT, HyTEEncoder
-    from georag.rerank.hyte import build_index
+    from georag.rerank.geometric.hyte import build_index
     from georag.retrieval.lorentz_index import FORMAT, VERSION
 
     index = ["index", "--hyperbolic", "--dataset", str(DEMO_DIR)]

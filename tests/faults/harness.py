@@ -190,7 +190,7 @@ def _encoder():
 
 
 def _lorentz() -> Artifact:
-    from georag.rerank.hyte import build_index
+    from georag.rerank.geometric.hyte import build_index
     from georag.retrieval.lorentz_index import LorentzIndex
 
     def write(root: Path, v: int) -> None:

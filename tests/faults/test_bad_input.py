@@ -143,7 +143,7 @@ def test_crafted_lorentz_index(tmp_path, capsys):
     """A consistent index (sizes, SHA-256s, manifest checksum recomputed) with a pickle bomb."""
     from georag._io import dump_manifest, load_manifest, sha256_file
     from georag.models.hyte import _FORMAT, HyTEEncoder
-    from georag.rerank.hyte import build_index
+    from georag.rerank.geometric.hyte import build_index
     from georag.retrieval.lorentz_index import FORMAT, VERSION
 
     encoder = HyTEEncoder.from_pretrained(max_tokens=32)

@@ -3,7 +3,7 @@ import torch
 from transformers import BertConfig, BertForSequenceClassification, BertTokenizerFast
 
 from georag.batch import CandidateBatch
-from georag.rerank.cross_encoder import CrossEncoderConfig, CrossEncoderReranker
+from georag.rerank.text.cross_encoder import CrossEncoderConfig, CrossEncoderReranker
 from georag.resources import resolve_model_path
 
 

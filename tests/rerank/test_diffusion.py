@@ -9,7 +9,7 @@ import torch
 from georag.batch import CandidateBatch
 from georag.eval.references import networkx_diffusion
 from georag.eval.synthetic import random_batch, top_pool
-from georag.rerank.diffusion import DiffusionConfig, DiffusionReranker
+from georag.rerank.geometric.diffusion import DiffusionConfig, DiffusionReranker
 
 
 def make_batch(rng, b, m, d, **options):

@@ -9,7 +9,7 @@ from georag.batch import CandidateBatch
 from georag.geometry.hyperbolic import add_time, hybrid_scores, lorentz_inner
 from georag.models.hyte import HyTEEncoder
 from georag.rerank.base import PoolReranker
-from georag.rerank.hyte import HyTEConfig, HyTEReranker
+from georag.rerank.geometric.hyte import HyTEConfig, HyTEReranker
 
 
 def _inputs(dtype, b=3, m=6, d=5, seed=0):

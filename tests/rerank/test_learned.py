@@ -8,7 +8,7 @@ import torch
 
 from georag.eval.synthetic import random_batch
 from georag.models.knobs import EmbeddingMap, Interval, Positive
-from georag.rerank.diffusion import DiffusionConfig, LearnedDiffusionConfig, safe_power
+from georag.rerank.geometric.diffusion import DiffusionConfig, LearnedDiffusionConfig, safe_power
 from georag.rerank.registry import make_method, make_reranker
 
 PAIRS = [

@@ -8,13 +8,13 @@ import pytest
 import torch
 
 from georag.eval.synthetic import random_batch
-from georag.rerank.registry import make_reranker
-from georag.rerank.ricci_filtration import (
+from georag.rerank.geometric.ricci_filtration import (
     LearnedRicci,
     LearnedRicciConfig,
     RicciFiltration,
     RicciFiltrationConfig,
 )
+from georag.rerank.registry import make_reranker
 
 
 def batches():

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from georag.batch import CandidateBatch
 from georag.eval.references import networkx_maniscope
 from georag.eval.synthetic import random_batch, top_pool
-from georag.rerank.maniscope import Maniscope, ManiscopeConfig
+from georag.rerank.geometric.maniscope import Maniscope, ManiscopeConfig
 
 
 def make_batch(rng, b, m, d, **options):

@@ -9,10 +9,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from georag.eval.synthetic import random_batch
-from georag.rerank.adapter import AdapterConfig, LearnedAdapter, adapter_scores, mapped_cosine
-from georag.rerank.doc_prior import relevant_elsewhere
-from georag.rerank.registry import make_method
-from georag.rerank.residual_heads import (
+from georag.rerank.baselines.adapter import (
+    AdapterConfig,
+    LearnedAdapter,
+    adapter_scores,
+    mapped_cosine,
+)
+from georag.rerank.baselines.doc_prior import relevant_elsewhere
+from georag.rerank.baselines.rocchio import rocchio_scores
+from georag.rerank.heads.residual_heads import (
     FeatureHead,
     FeatureHeadConfig,
     GraphSmoothing,
@@ -20,7 +25,7 @@ from georag.rerank.residual_heads import (
     feature_scores,
     smoothing_scores,
 )
-from georag.rerank.rocchio import rocchio_scores
+from georag.rerank.registry import make_method
 
 FEATURES = ("f0", "f1", "f2")
 
@@ -51,7 +56,7 @@ def _trained_adapter(features, side, dtype):
 
 def _ltr_scores(batch, feats):
     pytest.importorskip("lightgbm")
-    from georag.rerank.ltr import LambdaRank, LambdaRankConfig
+    from georag.rerank.baselines.ltr import LambdaRank, LambdaRankConfig
 
     names = ("f0", "f1")
     model = LambdaRank(LambdaRankConfig(features=names, rounds=5, min_data_in_leaf=2))
@@ -202,7 +207,7 @@ def test_smoothing_stays_a_convex_mix_of_real_scores(b, m, k, beta, temperature,
 
 def test_lambdarank_learns_a_separating_feature():
     pytest.importorskip("lightgbm")
-    from georag.rerank.ltr import LambdaRank, LambdaRankConfig
+    from georag.rerank.baselines.ltr import LambdaRank, LambdaRankConfig
 
     g = torch.Generator().manual_seed(0)
     mask = torch.ones(40, 20, dtype=torch.bool)
@@ -222,7 +227,7 @@ def test_lambdarank_repeats_bit_for_bit_on_identical_inputs():
     """deterministic=True, one thread: two fits on equal copies of the same inputs (early
     stopping on held-out queries) stop at the same round and score identically."""
     pytest.importorskip("lightgbm")
-    from georag.rerank.ltr import LambdaRank, LambdaRankConfig
+    from georag.rerank.baselines.ltr import LambdaRank, LambdaRankConfig
 
     g = torch.Generator().manual_seed(1)
     mask = torch.rand(60, 30, generator=g) < 0.9
@@ -241,7 +246,7 @@ def test_lambdarank_repeats_bit_for_bit_on_identical_inputs():
 
 
 def test_rank_feature():
-    from georag.rerank.ltr import rank_feature
+    from georag.rerank.baselines.ltr import rank_feature
 
     scores = torch.tensor([[0.1, 0.9, 0.5, 7.0]])
     mask = torch.tensor([[True, True, True, False]])

@@ -14,9 +14,9 @@ import torch
 from georag.batch import CandidateBatch
 from georag.geometry.graphs import cosine_dissimilarity, threshold_graph
 from georag.geometry.ricci import ricci_flow
-from georag.rerank.bi_encoder import BiEncoderConfig, BiEncoderReranker, mpnet_from_pypi_parts
+from georag.rerank.geometric.ricci_filtration import RicciFiltration, RicciFiltrationConfig
 from georag.rerank.pipeline import RerankPipeline
-from georag.rerank.ricci_filtration import RicciFiltration, RicciFiltrationConfig
+from georag.rerank.text.bi_encoder import BiEncoderConfig, BiEncoderReranker, mpnet_from_pypi_parts
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURE = Path(__file__).parent / "fixtures" / "ricci_scifact.json"

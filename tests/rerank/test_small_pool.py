@@ -12,8 +12,8 @@ import torch
 
 import georag
 from georag.data.bundled import DEMO_DIR
-from georag.rerank.bi_encoder import _parts_installed
 from georag.rerank.small_pool import small_pool
+from georag.rerank.text.bi_encoder import _parts_installed
 
 METHODS = ["none", "diffusion", "maniscope", "ricci", "learned_diffusion", "learned_maniscope"]
 METHODS += ["learned_ricci", "learned_map", "hyte_rescore"]
@@ -103,7 +103,7 @@ def test_rows_without_documents_keep_nothing(encoder, demo):
 
 def test_missing_models_fail_at_once_naming_the_fix(monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    with mock.patch("georag.rerank.bi_encoder._parts_installed", return_value=False):
+    with mock.patch("georag.rerank.text.bi_encoder._parts_installed", return_value=False):
         with pytest.raises(OSError, match=r"install the extra 'mpnet'"):
             georag.make_reranker("ricci+bi")
     with pytest.raises(OSError, match=r"HF_HUB_OFFLINE is set; give ce.model=PATH"):

@@ -11,7 +11,7 @@ import torch
 
 from georag.geometry.hyperbolic import lorentz_inner
 from georag.models.hyte import HyTEEncoder, HyTEProjection
-from georag.rerank.hyte import HyTEConfig
+from georag.rerank.geometric.hyte import HyTEConfig
 from georag.retrieval import lorentz_index as li
 from georag.retrieval.bm25 import BM25Index
 from georag.retrieval.lorentz_index import IndexFormatError, LorentzIndex, build_lorentz_index

@@ -9,7 +9,7 @@ import torch
 
 pytest.importorskip("pyterrier_adaptive")
 
-from georag.rerank.learned_map import LearnedMap, LearnedMapConfig  # noqa: E402
+from georag.rerank.baselines.learned_map import LearnedMap, LearnedMapConfig  # noqa: E402
 from georag.rerank.registry import make_reranker  # noqa: E402
 from tests.retrievers.gar_cases import synthetic_corpus, synthetic_queries  # noqa: E402
 from tests.retrievers.gar_peer import GeoragScorer, export_graph, peer_rankings  # noqa: E402

@@ -18,7 +18,6 @@ def test_earlier_import_paths_give_the_same_module(old):
 def test_moved_names_import_from_their_earlier_paths():
     from georag.rerank.corpus_retriever import EmbeddingRetriever
     from georag.rerank.iso import IsoRag
-
     from georag.retrievers.base import EmbeddingRetriever as Base
     from georag.retrievers.iso import IsoRag as Iso
 

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from georag.batch import CandidateBatch, Corpus, QueryBatch
 from georag.geometry.diffusion import personalized_pagerank
-from georag.rerank.learned_map import LearnedMap, LearnedMapConfig
+from georag.rerank.baselines.learned_map import LearnedMap, LearnedMapConfig
 from georag.rerank.registry import available_methods, is_retriever, make_reranker
 from georag.retrieval.phrase_graph import (
     PhraseGraph,

@@ -9,8 +9,8 @@ import torch
 
 import train.geometry_adds as geometry_adds
 from georag.batch import CandidateBatch, Corpus, QueryBatch
-from georag.rerank.adapter import AdapterConfig, LearnedAdapter
-from georag.rerank.residual_heads import (
+from georag.rerank.baselines.adapter import AdapterConfig, LearnedAdapter
+from georag.rerank.heads.residual_heads import (
     FeatureHead,
     FeatureHeadConfig,
     GraphSmoothing,

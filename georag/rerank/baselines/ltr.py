@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 from georag.batch import CandidateBatch, RerankResult
-from georag.rerank.adapter import require_features
+from georag.rerank.baselines.adapter import require_features
 from georag.rerank.registry import register
 
 __all__ = ["LambdaRankConfig", "LambdaRank", "rank_feature"]

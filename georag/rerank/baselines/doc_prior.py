@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import torch
 
 from georag.batch import CandidateBatch, RerankResult
-from georag.rerank.adapter import require_features
+from georag.rerank.baselines.adapter import require_features
 from georag.rerank.registry import register
 
 __all__ = ["DocPriorConfig", "DocPrior", "prior_scores", "relevant_elsewhere"]

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import torch
 
 from georag.batch import CandidateBatch, RerankResult
-from georag.rerank.adapter import mapped_cosine
+from georag.rerank.baselines.adapter import mapped_cosine
 from georag.rerank.registry import register
 
 __all__ = ["RocchioConfig", "Rocchio", "rocchio_scores"]

@@ -34,7 +34,7 @@ from georag.batch import CandidateBatch
 from georag.geometry.diffusion import personalized_pagerank
 from georag.geometry.graphs import knn_graph, single_source_shortest_paths
 from georag.geometry.ricci import RicciConvergenceWarning
-from georag.rerank.ricci_filtration import RicciFiltration, RicciFiltrationConfig
+from georag.rerank.geometric.ricci_filtration import RicciFiltration, RicciFiltrationConfig
 
 __all__ = ["POOL_FEATURES", "HUB_FEATURES", "pool_features", "hubness_features"]
 

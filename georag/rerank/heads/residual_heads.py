@@ -13,7 +13,7 @@ Kurland and Lee). No head cuts a candidate.
   neighbours of ``i`` (``beta = 0`` at start);
 * :func:`feature_scores`: ``s' = s + sum_f w_f * standardized feature_f``, a listwise
   linear head over per-candidate geometric features (``w = 0`` at start;
-  :mod:`georag.rerank.geo_features` computes them).
+  :mod:`georag.rerank.heads.geo_features` computes them).
 
 Called on a :class:`~georag.batch.CandidateBatch` alone, a head sits on the first-stage
 scores; :meth:`residual` puts it on any other base.
@@ -29,7 +29,7 @@ from torch import nn
 
 from georag.batch import CandidateBatch
 from georag.models.knobs import Positive, Real
-from georag.rerank.adapter import require_features, standardized
+from georag.rerank.baselines.adapter import require_features, standardized
 from georag.rerank.learned import LearnableReranker
 from georag.rerank.registry import register
 
