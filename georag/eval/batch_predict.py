@@ -304,8 +304,8 @@ class _ArrayWriter(BasePredictionWriter):
 
 def _predict_arrays(
     compute: Callable[[int], np.ndarray],
-    count: int,
-    out: Path,
+    bounds: np.ndarray,
+    out: str | os.PathLike,
     *,
     what: str,
     estimate: float,
@@ -313,9 +313,11 @@ def _predict_arrays(
     trainer: dict | None,
 ) -> Path:
     """Check a rank's ``estimate`` of bytes, then run ``compute(shard)`` for every
-    unfinished shard over the ranks; rank 0 writes the shards concatenated along axis 0
-    to ``out`` (a sealed ``.npy``)."""
+    unfinished shard (``len(bounds) - 1`` of them) over the ranks; rank 0 writes the
+    shards concatenated along axis 0 to ``out`` (a sealed ``.npy``)."""
     from georag.retrieval.graph_store import check_memory
+
+    count, out = len(bounds) - 1, Path(out)
 
     check_memory(int(estimate), what, limit=memory_limit)
     options = {"accelerator": "cpu", "devices": 1, **(trainer or {})}
@@ -387,12 +389,11 @@ def curvature_shards(
         )
         return kappa.numpy()
 
-    what = f"{corpus.folder}: sparse curvature of {e} edges ({shards} shards)"
     return _predict_arrays(
         compute,
-        len(bounds) - 1,
-        Path(out),
-        what=what,
+        bounds,
+        out,
+        what=f"{corpus.folder}: sparse curvature of {e} edges ({shards} shards)",
         estimate=estimate,
         memory_limit=memory_limit,
         trainer=trainer,
@@ -448,12 +449,11 @@ def ppr_shards(
         )
         return scores.T.contiguous().numpy()
 
-    what = f"{corpus.folder}: PPR of {len(sources)} sources ({shards} shards)"
     return _predict_arrays(
         compute,
-        len(bounds) - 1,
-        Path(out),
-        what=what,
+        bounds,
+        out,
+        what=f"{corpus.folder}: PPR of {len(sources)} sources ({shards} shards)",
         estimate=estimate,
         memory_limit=memory_limit,
         trainer=trainer,

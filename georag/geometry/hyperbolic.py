@@ -11,8 +11,11 @@ Conventions: the hyperboloid of curvature :math:`-1/K` is
     \mathbb{H}^d_K = \{p = (t, x) \in \mathbb{R}^{1,d} :
         \langle p, p\rangle_{\mathcal{L}} = -K,\ t > 0\},
 
-with the time coordinate first. This is ``geoopt.Lorentz(k=K)``. The Poincare maps go to
-``geoopt.PoincareBall(c=1/K)``, the ball of radius :math:`\sqrt{K}`, and are isometries.
+with the time coordinate first. This is ``geoopt.Lorentz(k=K)``. Every function takes the
+curvature parameter ``k`` (:math:`K > 0`, a float or a tensor that broadcasts) and, where it
+reads coordinates, ``dim``, the coordinate dimension (the last one by default). The Poincare
+maps go to ``geoopt.PoincareBall(c=1/K)``, the ball of radius :math:`\sqrt{K}`, and are
+isometries.
 
 Domains are clamped (``arcosh`` arguments to ``>= 1``, ball radii to ``< sqrt(K)``) so that
 points at or near the boundary give finite values and finite gradients.
@@ -127,12 +130,10 @@ def lorentz_distance(
     ----------
     x, y : torch.Tensor, shape (..., d+1)
         Points on :math:`\mathbb{H}^d_K`; broadcastable.
-    k : float or torch.Tensor
-        Curvature parameter :math:`K > 0`.
     keepdim : bool
         Keep the reduced dimension.
-    dim : int
-        The coordinate dimension.
+    k, dim
+        Curvature and coordinate dimension, as in the module's conventions.
 
     Returns
     -------
@@ -155,10 +156,8 @@ def add_time(x: torch.Tensor, *, k: float | torch.Tensor = 1.0, dim: int = -1) -
     ----------
     x : torch.Tensor, shape (..., d)
         Spatial coordinates.
-    k : float or torch.Tensor
-        Curvature parameter :math:`K > 0`.
-    dim : int
-        The coordinate dimension.
+    k, dim
+        Curvature and coordinate dimension, as in the module's conventions.
 
     Returns
     -------
@@ -188,14 +187,13 @@ def rescale_to_hyperboloid(
     ----------
     p : torch.Tensor, shape (..., d+1)
         Ambient vectors with :math:`p_0 > \|p_{1:}\|` (e.g. weighted means of points).
-    k : float or torch.Tensor
-        Curvature parameter :math:`K > 0`.
-    dim : int
-        The coordinate dimension.
+    k, dim
+        Curvature and coordinate dimension, as in the module's conventions.
 
     Returns
     -------
     torch.Tensor, shape (..., d+1)
+        :math:`\Pi(p)`, on :math:`\mathbb{H}^d_K`.
     """
     _check_k(k)
     norm2 = (-lorentz_inner(p, p, keepdim=True, dim=dim)).clamp_min(k)
@@ -214,14 +212,13 @@ def radial_coordinate(
     ----------
     p : torch.Tensor, shape (..., d+1)
         Points on :math:`\mathbb{H}^d_K`, time coordinate first.
-    k : float or torch.Tensor
-        Curvature parameter :math:`K > 0`.
-    dim : int
-        The coordinate dimension.
+    k, dim
+        Curvature and coordinate dimension, as in the module's conventions.
 
     Returns
     -------
     torch.Tensor, shape (...)
+        :math:`r` of each point.
     """
     _check_k(k)
     t = p.narrow(dim, 0, 1).squeeze(dim)
@@ -243,14 +240,13 @@ def lorentz_to_poincare(
     ----------
     p : torch.Tensor, shape (..., d+1)
         Points on the hyperboloid, time coordinate first.
-    k : float or torch.Tensor
-        Curvature parameter :math:`K > 0`.
-    dim : int
-        The coordinate dimension.
+    k, dim
+        Curvature and coordinate dimension, as in the module's conventions.
 
     Returns
     -------
     torch.Tensor, shape (..., d)
+        The same points in the ball.
     """
     _check_k(k)
     sk = _sqrt_k(k, p)
@@ -274,14 +270,13 @@ def poincare_to_lorentz(
     ----------
     y : torch.Tensor, shape (..., d)
         Points of ``geoopt.PoincareBall(c=1/K)``.
-    k : float or torch.Tensor
-        Curvature parameter :math:`K > 0`.
-    dim : int
-        The coordinate dimension.
+    k, dim
+        Curvature and coordinate dimension, as in the module's conventions.
 
     Returns
     -------
     torch.Tensor, shape (..., d+1)
+        The same points on :math:`\mathbb{H}^d_K`, time coordinate first.
     """
     _check_k(k)
     sk = _sqrt_k(k, y)

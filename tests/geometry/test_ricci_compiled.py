@@ -149,8 +149,9 @@ def test_a_non_finite_transport_falls_back_to_the_tensor_path(monkeypatch):
     real = compiled.flow_batch
 
     def failing(*args):
-        real(*args)
-        args[-1][:] = False  # "finite": as if a transport had overflowed
+        out = real(*args)
+        out[-1][:] = False  # "finite": as if a transport had overflowed
+        return out
 
     monkeypatch.setattr(compiled, "flow_batch", failing)
     options = dict(UNCERTIFIED, tol=1e-6, max_iter=5000)

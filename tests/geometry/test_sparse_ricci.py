@@ -198,7 +198,7 @@ def test_bad_edges_are_rejected(edge_index, lengths, match):
 def test_compiled_simplex_equals_pot(seed, m, n, decades, ties):
     """The compiled transportation simplex against POT's network simplex, on masses and
     costs over many decades and on tied (degenerate) costs and masses."""
-    from georag.geometry.ricci.sparse import _transport_all
+    from georag.geometry.ricci._sparse_simplex import _transport_all
     from georag.geometry.transport import emd_many
 
     gen = np.random.default_rng(seed)
@@ -242,7 +242,7 @@ def test_compiled_simplex_on_zero_masses_equals_pot(seed, m, n, zeros, ties):
     visits the rows a block at a time, against ``ot.emd2``."""
     import ot
 
-    from georag.geometry.ricci.sparse import _transport_all
+    from georag.geometry.ricci._sparse_simplex import _transport_all
 
     gen = np.random.default_rng(seed)
     problems = []
@@ -341,7 +341,7 @@ def test_meeting_searches_equal_dijkstra_at_tight_reaches(seed, share, lengths_k
     import scipy.sparse as sp
     from scipy.sparse.csgraph import connected_components, dijkstra
 
-    from georag.geometry.ricci.sparse import _meeting_cells
+    from georag.geometry.ricci._sparse_search import _meeting_cells
 
     edge_index, _, n = pieces_graph(seed, [14, 6, 3], 2, 0.25, -9.0)
     gen = np.random.default_rng(seed)

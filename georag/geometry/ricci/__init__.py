@@ -87,10 +87,10 @@ def ollivier_ricci(
     tol: float = 1e-5,
     accuracy: float | None = 5e-3,
     transport_dtype: torch.dtype | None = torch.float64,
-    directed: bool = False,
-    edge_mask: torch.Tensor | None = None,
     base: float = math.e,
     nbr_topk: int | None = None,
+    directed: bool = False,
+    edge_mask: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Ollivier-Ricci curvature ``kappa_xy = 1 - W(m_x, m_y) / d(x, y)`` of every edge.
 
@@ -146,35 +146,26 @@ def ollivier_ricci(
         ``lengths``, ``alpha`` and ``exp_power`` when one of them is a tensor that requires
         grad (:mod:`georag.geometry.ricci.grad`).
     """
+    options = dict(
+        method=method,
+        epsilon=epsilon,
+        max_iter=max_iter,
+        tol=tol,
+        transport_dtype=transport_dtype,
+        directed=directed,
+        edge_mask=edge_mask,
+    )
     if grad.wants_grad(lengths, alpha, exp_power):
-        return grad.ollivier_ricci(
-            lengths,
-            adjacency,
-            alpha=alpha,
-            exp_power=exp_power,
-            method=method,
-            epsilon=epsilon,
-            max_iter=max_iter,
-            tol=tol,
-            transport_dtype=transport_dtype,
-            directed=directed,
-            edge_mask=edge_mask,
-        )
+        return grad.ollivier_ricci(lengths, adjacency, alpha=alpha, exp_power=exp_power, **options)
     return solvers.ollivier_ricci(
         lengths,
         adjacency,
         alpha=float(alpha),  # tensors without grad
         exp_power=float(exp_power),
-        method=method,
-        epsilon=epsilon,
-        max_iter=max_iter,
-        tol=tol,
         accuracy=accuracy,
-        transport_dtype=transport_dtype,
-        directed=directed,
-        edge_mask=edge_mask,
         base=base,
         nbr_topk=nbr_topk,
+        **options,
     )
 
 

@@ -1,5 +1,6 @@
 """What the Ricci solvers and flows share: options and their checks, the padded edge list
-of a batch of graphs, the largest component, and the flow's result and warning."""
+of a batch of graphs, the largest component, the flow's result and warning, and the
+numba compilation of the sparse kernels."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import math
 import warnings
 from dataclasses import dataclass
 
+import numba
 import torch
 
 from georag.geometry.graphs import shortest_paths
@@ -42,6 +44,11 @@ _ZERO_DISTANCE = 1e-7
 _MOVING_EPS = 64  # machine epsilons: a side of m_x - m_y with less mass is rounding
 _GAP_FLOOR = 1e-13  # the interior point's duality gap is not resolved below rounding
 _KERNEL_SPAN = 1.6  # widest cost / epsilon, in units of max_cost_over_epsilon
+
+
+def _jit(fn):
+    """``fn`` compiled by numba (cached on disk, without the GIL, numpy's error model)."""
+    return numba.njit(cache=True, nogil=True, error_model="numpy")(fn)
 
 
 class RicciConvergenceWarning(RuntimeWarning):
@@ -208,6 +215,47 @@ class RicciFlowResult:
     exact_solves: torch.Tensor
     history_lengths: torch.Tensor | None = None
     history_curvature: torch.Tensor | None = None
+
+
+class _Trail:
+    """A flow's lengths and curvature as (B, N, N) matrices: every step's with
+    ``history``, and the outcome.
+
+    ``matrix`` turns (B, E) edge values into the symmetric (B, N, N) matrix; the trail
+    starts at the lengths ``w`` and curvature ``kappa`` before the first step.
+    """
+
+    def __init__(self, matrix, history: bool, w: torch.Tensor, kappa: torch.Tensor) -> None:
+        self.matrix, self.history = matrix, history
+        self.lengths, self.curvature = [], []
+        self.add(w, kappa)
+
+    def add(self, w: torch.Tensor, kappa: torch.Tensor) -> None:
+        """Keep the (B, E) lengths and curvature after a step (with ``history``)."""
+        if self.history:
+            self.lengths.append(self.matrix(w))
+            self.curvature.append(self.matrix(kappa))
+
+    def result(
+        self,
+        w: torch.Tensor,
+        kappa: torch.Tensor,
+        adjacency: torch.Tensor,
+        iterations: torch.Tensor,
+        converged: torch.Tensor,
+        exact_solves: torch.Tensor,
+    ) -> RicciFlowResult:
+        """The flow's outcome, ending at the (B, E) lengths ``w`` and curvature ``kappa``."""
+        return RicciFlowResult(
+            lengths=self.matrix(w),
+            curvature=self.matrix(kappa),
+            adjacency=adjacency,
+            iterations=iterations,
+            converged=converged,
+            exact_solves=exact_solves,
+            history_lengths=torch.stack(self.lengths) if self.history else None,
+            history_curvature=torch.stack(self.curvature) if self.history else None,
+        )
 
 
 def _warn_missed(

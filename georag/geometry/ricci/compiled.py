@@ -274,15 +274,7 @@ def flow_batch(
     delta,
     restrict,
     params,
-    out_lengths,
-    out_kappa,
-    out_adjacency,
-    history_lengths,
-    history_kappa,
-    ran,
-    converged,
-    missed,
-    finite,
+    history_steps,
 ):
     """Flow every graph of the batch, one after another.
 
@@ -298,21 +290,35 @@ def flow_batch(
         limit and floor: ``widest / epsilon`` at most, and the smallest kernel entry, of
         the dtype the tensor path would iterate in; the last three as in
         :mod:`georag.geometry.ricci`).
+    history_steps : int
+        T + 1 to keep every step's lengths and curvature, 0 to keep none.
+
+    Returns
+    -------
     out_lengths, out_kappa : ndarray, shape (B, N, N), float64
-        Zeros on entry; the final lengths and curvature on the flowed edges.
+        The final lengths and curvature on the flowed edges, 0 elsewhere.
     out_adjacency : ndarray, shape (B, N, N), bool
         The flowed edges (the largest component's when ``restrict``).
-    history_lengths, history_kappa : ndarray, shape (T + 1, B, N, N), float64
-        Zeros on entry; every step's lengths and curvature (T = 0: no history).
-    ran, missed : ndarray, shape (B,), int64
-        Flow iterations run; (step) solves that missed ``tol``.
-    converged, finite : ndarray, shape (B,), bool
-        Every solve met ``tol``; every transport was finite (False: redo on the tensor
-        path).
+    history_lengths, history_kappa : ndarray, shape (history_steps, B, N, N), float64
+        Every step's lengths and curvature (frozen after a graph stopped).
+    ran : ndarray, shape (B,), int64
+        Flow iterations run.
+    converged : ndarray, shape (B,), bool
+        Every solve met ``tol``.
+    missed : ndarray, shape (B,), int64
+        (step) solves that missed ``tol``.
+    finite : ndarray, shape (B,), bool
+        Every transport was finite (False: redo on the tensor path).
     """
     alpha = params[0]
     bsz, n = lengths.shape[0], lengths.shape[1]
-    keep_history = history_lengths.shape[0] > 0
+    out_lengths, out_kappa = np.zeros((bsz, n, n)), np.zeros((bsz, n, n))
+    out_adjacency = np.zeros((bsz, n, n), np.bool_)
+    history_lengths = np.zeros((history_steps, bsz, n, n))
+    history_kappa = np.zeros((history_steps, bsz, n, n))
+    ran, missed = np.zeros(bsz, np.int64), np.zeros(bsz, np.int64)
+    converged, finite = np.zeros(bsz, np.bool_), np.zeros(bsz, np.bool_)
+    keep_history = history_steps > 0
     for g in range(bsz):
         adj = adjacency[g].copy()
         if restrict:
@@ -405,6 +411,17 @@ def flow_batch(
                 history_kappa[t, g] = history_kappa[steps, g]
         _store(out_lengths[g], out_kappa[g], w, kappa, ei, ej)
         ran[g], converged[g], missed[g], finite[g] = steps, good, bad_steps, fine
+    return (
+        out_lengths,
+        out_kappa,
+        out_adjacency,
+        history_lengths,
+        history_kappa,
+        ran,
+        converged,
+        missed,
+        finite,
+    )
 
 
 def applies(lengths: torch.Tensor, *, method: str, accuracy: float | None, nbr_topk) -> bool:
@@ -422,19 +439,19 @@ def ricci_flow(
     lengths: torch.Tensor,
     adjacency: torch.Tensor,
     *,
+    alpha: float,
+    exp_power: float,
+    base: float,
+    epsilon: float,
+    tol: float,
+    max_iter: int,
+    transport_dtype: torch.dtype | None,
     iterations: int,
     step: float,
     normalize: bool,
     delta: float,
     restrict: bool,
     history: bool,
-    alpha: float,
-    exp_power: float,
-    base: float,
-    epsilon: float,
-    max_iter: int,
-    tol: float,
-    transport_dtype: torch.dtype | None,
 ) -> RicciFlowResult | None:
     """:func:`georag.geometry.ricci.ricci_flow`'s uncertified Sinkhorn flow by
     :func:`flow_batch`; None when a transport was not
@@ -450,31 +467,10 @@ def ricci_flow(
         + [_MOVING_EPS * torch.finfo(torch.float64).eps],
         np.float64,
     )
+    x, adj = lengths.detach().double().numpy(), adjacency.numpy()
     steps = iterations + 1 if history else 0
-    out_lengths, out_kappa = np.zeros((b, n, n)), np.zeros((b, n, n))
-    out_adjacency = np.zeros((b, n, n), dtype=bool)
-    trail_w, trail_k = np.zeros((steps, b, n, n)), np.zeros((steps, b, n, n))
-    ran, missed = np.zeros(b, np.int64), np.zeros(b, np.int64)
-    converged, finite = np.zeros(b, dtype=bool), np.zeros(b, dtype=bool)
-    flow_batch(
-        lengths.detach().double().numpy(),
-        adjacency.numpy(),
-        iterations,
-        step,
-        normalize,
-        delta,
-        restrict,
-        params,
-        out_lengths,
-        out_kappa,
-        out_adjacency,
-        trail_w,
-        trail_k,
-        ran,
-        converged,
-        missed,
-        finite,
-    )
+    out = flow_batch(x, adj, iterations, step, normalize, delta, restrict, params, steps)
+    out_lengths, out_kappa, out_adjacency, trail_w, trail_k, ran, converged, missed, finite = out
     if not finite.all():
         return None
     _warn_missed(int(missed.sum()), int((~converged).sum()), b, tol, max_iter, depth=3)

@@ -16,6 +16,7 @@ from georag.geometry.ricci.common import (
     RicciFlowResult,
     _flow_edges,
     _scatter_edges,
+    _Trail,
     _warn_missed,
 )
 from georag.geometry.ricci.solvers import _curvature, _Graphs, _WarmStart
@@ -27,40 +28,20 @@ def ricci_flow(
     *,
     iterations: int,
     step: float,
-    alpha: float,
-    exp_power: float,
     normalize: bool,
     delta: float,
-    method: str,
-    epsilon: float,
-    max_iter: int,
-    tol: float,
-    accuracy: float | None,
-    transport_dtype: torch.dtype | None,
     history: bool,
-    base: float,
-    nbr_topk: int | None,
     restrict: bool,
+    **options,
 ) -> RicciFlowResult:
     """:func:`georag.geometry.ricci.ricci_flow` on the tensor path (same parameters, checked
-    by the caller)."""
+    by the caller); ``options`` are those of each curvature solve (``alpha``, ``exp_power``,
+    ``method``, ``epsilon``, ``max_iter``, ``tol``, ``accuracy``, ``transport_dtype``,
+    ``base``, ``nbr_topk``: :func:`~georag.geometry.ricci.solvers._curvature`)."""
     b, n, _ = lengths.shape
     adjacency, edges, w, num_edges = _flow_edges(lengths, adjacency, restrict)
     i, j, valid = edges
-    warm = _WarmStart() if method == "sinkhorn" else None
-    options = dict(
-        alpha=alpha,
-        exp_power=exp_power,
-        method=method,
-        epsilon=epsilon,
-        max_iter=max_iter,
-        tol=tol,
-        accuracy=accuracy,
-        transport_dtype=transport_dtype,
-        warm=warm,
-        base=base,
-        nbr_topk=nbr_topk,
-    )
+    options["warm"] = _WarmStart() if options["method"] == "sinkhorn" else None
 
     full = bool(valid.all())  # no padded edge (one graph, or graphs of equal size)
     pairs = torch.cat([i * n + j, j * n + i], 1)
@@ -71,7 +52,7 @@ def ricci_flow(
             return _scatter_edges(values, i, j, valid, n)
         return values.new_zeros(b, n * n).scatter_add_(1, pairs, values.repeat(1, 2)).view(b, n, n)
 
-    graphs = _Graphs(adjacency, edges, alpha=alpha)
+    graphs = _Graphs(adjacency, edges, alpha=options["alpha"])
     kappa, ok, exact = _curvature(matrix(w), graphs, **options)
     converged = ok.all(1)
     exact_solves = torch.zeros(b, dtype=torch.long, device=lengths.device)
@@ -80,7 +61,7 @@ def ricci_flow(
     missed = (~converged).long()  # (graph, step) solves that missed tol
     active = torch.ones(b, dtype=torch.bool, device=lengths.device)
     ran = torch.zeros(b, dtype=torch.long, device=lengths.device)
-    trail_w, trail_k = [matrix(w)], [matrix(kappa)]
+    trail = _Trail(matrix, history, w, kappa)
     for _ in range(iterations):
         running = int(active.sum())
         if not running:
@@ -118,17 +99,7 @@ def ricci_flow(
                 ~valid, math.inf
             ).amin(1)
         active &= ~(spread < delta)
-        if history:
-            trail_w.append(matrix(w))
-            trail_k.append(matrix(kappa))
+        trail.add(w, kappa)
+    tol, max_iter = options["tol"], options["max_iter"]
     _warn_missed(int(missed.sum()), int((~converged).sum()), b, tol, max_iter, depth=3)
-    return RicciFlowResult(
-        lengths=matrix(w),
-        curvature=matrix(kappa),
-        adjacency=adjacency,
-        iterations=ran,
-        converged=converged,
-        exact_solves=exact_solves,
-        history_lengths=torch.stack(trail_w) if history else None,
-        history_curvature=torch.stack(trail_k) if history else None,
-    )
+    return trail.result(w, kappa, adjacency, ran, converged, exact_solves)

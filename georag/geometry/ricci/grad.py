@@ -59,6 +59,7 @@ from georag.geometry.ricci.common import (
     _edge_index,
     _flow_edges,
     _scatter_edges,
+    _Trail,
 )
 from georag.geometry.ricci.measures import _split_surplus
 from georag.geometry.ricci.solvers import _warm_start, _WarmStart
@@ -347,7 +348,7 @@ def ricci_flow(
     converged = ok.all(1)
     active = torch.ones(b, dtype=torch.bool, device=lengths.device)
     ran = torch.zeros(b, dtype=torch.long, device=lengths.device)
-    trail_w, trail_k = [matrix(w)], [matrix(kappa)]
+    trail = _Trail(matrix, history, w, kappa)
     for _ in range(iterations):
         if not bool(active.any()):
             break
@@ -370,16 +371,6 @@ def ricci_flow(
                     ~valid, math.inf
                 ).amin(1)
         active = active & ~(spread < delta)  # out of place: `keep` views it
-        if history:
-            trail_w.append(matrix(w))
-            trail_k.append(matrix(kappa))
-    return RicciFlowResult(
-        lengths=matrix(w),
-        curvature=matrix(kappa),
-        adjacency=adjacency,
-        iterations=ran,
-        converged=converged,
-        exact_solves=(valid.sum(1) * (ran + 1) if method == "exact" else torch.zeros_like(ran)),
-        history_lengths=torch.stack(trail_w) if history else None,
-        history_curvature=torch.stack(trail_k) if history else None,
-    )
+        trail.add(w, kappa)
+    exact_solves = valid.sum(1) * (ran + 1) if method == "exact" else torch.zeros_like(ran)
+    return trail.result(w, kappa, adjacency, ran, converged, exact_solves)

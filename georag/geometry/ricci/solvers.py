@@ -413,24 +413,19 @@ def ollivier_ricci(
     lengths: torch.Tensor,
     adjacency: torch.Tensor,
     *,
-    alpha: float,
-    exp_power: float,
-    method: str,
-    epsilon: float,
-    max_iter: int,
-    tol: float,
-    accuracy: float | None,
-    transport_dtype: torch.dtype | None,
     directed: bool,
     edge_mask: torch.Tensor | None,
-    base: float,
-    nbr_topk: int | None,
+    **options,
 ) -> torch.Tensor:
-    """:func:`georag.geometry.ricci.ollivier_ricci` without gradients (same parameters)."""
+    """:func:`georag.geometry.ricci.ollivier_ricci` without gradients (same parameters;
+    ``options`` are those of :func:`_curvature`: ``alpha``, ``exp_power``, ``method``,
+    ``epsilon``, ``max_iter``, ``tol``, ``accuracy``, ``transport_dtype``, ``base``,
+    ``nbr_topk``)."""
     _check_graph(lengths, adjacency, directed)
-    _check_measure_options(alpha, exp_power, base, nbr_topk)
+    alpha, method = options["alpha"], options["method"]
+    _check_measure_options(alpha, options["exp_power"], options["base"], options["nbr_topk"])
     _check_method(method)
-    _check_accuracy(accuracy, method)
+    _check_accuracy(options["accuracy"], method)
     chosen = adjacency
     if edge_mask is not None:
         if edge_mask.shape != adjacency.shape or edge_mask.dtype != torch.bool:
@@ -441,19 +436,6 @@ def ollivier_ricci(
             )
         chosen = adjacency & (edge_mask if directed else edge_mask | edge_mask.transpose(1, 2))
     edges = _edge_index(chosen, directed)
-    kappa, _, _ = _curvature(
-        lengths,
-        _Graphs(adjacency, edges, alpha=alpha, directed=directed),
-        alpha=alpha,
-        exp_power=exp_power,
-        method=method,
-        epsilon=epsilon,
-        max_iter=max_iter,
-        tol=tol,
-        accuracy=accuracy,
-        transport_dtype=transport_dtype,
-        warm=None,
-        base=base,
-        nbr_topk=nbr_topk,
-    )
+    graphs = _Graphs(adjacency, edges, alpha=alpha, directed=directed)
+    kappa, _, _ = _curvature(lengths, graphs, warm=None, **options)
     return _scatter_edges(kappa, *edges, n=lengths.shape[1], directed=directed)
