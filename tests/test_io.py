@@ -15,6 +15,7 @@ from georag._io import (
     atomic_folder,
     atomic_write,
     check_folder,
+    folders,
     read_file_set,
     seal,
     sweep_stale,
@@ -75,7 +76,7 @@ def test_a_moved_aside_folder_comes_back(tmp_path):
 @pytest.mark.parametrize("exchange", [True, False])
 def test_atomic_folder_replaces_whole(tmp_path, monkeypatch, exchange):
     if not exchange:
-        monkeypatch.setattr(_io, "_exchange", lambda a, b: False)
+        monkeypatch.setattr(folders, "_exchange", lambda a, b: False)
     for version in ("one", "two"):
         with atomic_folder(tmp_path / "art", format="t", note=version) as tmp:
             (tmp / "sub").mkdir()
