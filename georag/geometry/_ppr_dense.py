@@ -8,11 +8,12 @@ import torch
 
 from georag.geometry._ppr_shared import (
     PowerIterationFailedConvergence,
-    _adjoint,
+    _adjoint_grads,
     _check_weights,
     _needs_grad,
     _normalize_personalization,
     _rounding_floor,
+    _unrolled_iteration,
 )
 
 
@@ -111,7 +112,6 @@ def _dense_unrolled(
     max_iter: int,
 ) -> torch.Tensor:
     """The same iteration as :func:`_dense_solve`, out of place, under autograd."""
-    b = weights.shape[0]
     with torch.no_grad():
         _, dangling, x, size = _dense_structure(weights, keep)
     if keep is None:
@@ -121,20 +121,12 @@ def _dense_unrolled(
     positive = strength > 0
     inv = positive / torch.where(positive, strength, 1.0)  # no 1/0 on the autograd tape
     threshold = (size * tol).clamp_min(_rounding_floor(weights.dtype))
-    done = torch.zeros(b, dtype=torch.bool, device=weights.device)
-    for _ in range(max_iter):
-        walk = torch.bmm((x * inv).unsqueeze(1), weights).squeeze(1)
-        x_new = damping * (walk + p * (x * dangling).sum(dim=1, keepdim=True))
-        x_new = x_new + (1.0 - damping) * p
-        if keep is not None:
-            x_new = x_new * keep
-        err = (x_new - x).detach().abs().sum(dim=1)
-        x = torch.where(done.unsqueeze(1), x, x_new)
-        done = done | (err < threshold)
-        if bool(done.all()):
-            return x
-    raise PowerIterationFailedConvergence(
-        f"{int((~done).sum())} of {b} graphs did not converge in {max_iter} iterations"
+
+    def walk(x: torch.Tensor) -> torch.Tensor:
+        return torch.bmm((x * inv).unsqueeze(1), weights).squeeze(1)
+
+    return _unrolled_iteration(
+        walk, x, p, dangling, damping, keep, threshold, max_iter, 1, "graphs"
     )
 
 
@@ -156,17 +148,13 @@ class _DensePageRank(torch.autograd.Function):
         def apply_t(v: torch.Tensor) -> torch.Tensor:
             return inv * torch.bmm(weights, v.unsqueeze(2)).squeeze(2)
 
-        v = _adjoint(g, apply_t, dangling, p, d, keep, ctx.tol, ctx.max_iter, dim=1)
-        tv = apply_t(v)
-        pv = (p * v).sum(dim=1, keepdim=True)
-        xd = (x * dangling).sum(dim=1, keepdim=True)
-        grad_w = grad_p = grad_d = None
-        if ctx.needs_input_grad[0]:
+        needs = ctx.needs_input_grad
+        v, tv, grad_p, grad_d = _adjoint_grads(
+            g, apply_t, x, p, dangling, damping, keep, ctx.tol, ctx.max_iter, 1, needs
+        )
+        grad_w = None
+        if needs[0]:
             grad_w = (d * x * inv).unsqueeze(2) * (v.unsqueeze(1) - tv.unsqueeze(2))
             if keep is not None:
                 grad_w = grad_w * keep.unsqueeze(1)
-        if ctx.needs_input_grad[1]:
-            grad_p = (1.0 - d) * v + d * xd * v
-        if ctx.needs_input_grad[2]:
-            grad_d = ((x * tv).sum() + (xd * pv).sum() - pv.sum()).to(damping.dtype)
         return grad_w, grad_p, grad_d, None, None, None

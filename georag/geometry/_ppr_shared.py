@@ -92,3 +92,39 @@ def _adjoint(
         f"the adjoint of {int((~done).sum())} of {done.numel()} PageRank vectors did not "
         f"converge in {max_iter} iterations"
     )
+
+
+def _adjoint_grads(g, apply_t, x, p, dangling, damping, keep, tol, max_iter, dim, needs):
+    """The adjoint ``v`` of an upstream gradient ``g``, ``T v`` (``apply_t(v)``), and the
+    gradients in the personalization and in ``damping`` (module docstring of
+    :mod:`georag.geometry.diffusion`; None where ``needs``, the autograd flags of
+    ``(weights, p, damping)``, says it is not asked)."""
+    d = float(damping)
+    v = _adjoint(g, apply_t, dangling, p, d, keep, tol, max_iter, dim=dim)
+    tv = apply_t(v)
+    pv = (p * v).sum(dim=dim, keepdim=True)
+    xd = (x * dangling).sum(dim=dim, keepdim=True)
+    grad_p = (1.0 - d) * v + d * xd * v if needs[1] else None
+    grad_d = ((x * tv).sum() + (xd * pv).sum() - pv.sum()).to(damping.dtype) if needs[2] else None
+    return v, tv, grad_p, grad_d
+
+
+def _unrolled_iteration(walk, x, p, dangling, damping, keep, threshold, max_iter, dim, what):
+    """The power iteration out of place, under autograd, from ``x``; ``walk(x)`` is the
+    step ``x T`` and ``dim`` the node dimension (1: dense (B, N) rows, 0: sparse (N, Q)
+    columns). Each graph or column keeps its first converged iterate; ``what`` names them
+    in the error of a run that did not converge."""
+    done = torch.zeros(x.shape[1 - dim], dtype=torch.bool, device=x.device)
+    for _ in range(max_iter):
+        x_new = damping * (walk(x) + p * (x * dangling).sum(dim=dim, keepdim=True))
+        x_new = x_new + (1.0 - damping) * p
+        if keep is not None:
+            x_new = x_new * keep
+        err = (x_new - x).detach().abs().sum(dim=dim)
+        x = torch.where(done.unsqueeze(dim), x, x_new)
+        done = done | (err < threshold)
+        if bool(done.all()):
+            return x
+    raise PowerIterationFailedConvergence(
+        f"{int((~done).sum())} of {len(done)} {what} did not converge in {max_iter} iterations"
+    )

@@ -8,11 +8,12 @@ import torch
 
 from georag.geometry._ppr_shared import (
     PowerIterationFailedConvergence,
-    _adjoint,
+    _adjoint_grads,
     _check_weights,
     _needs_grad,
     _normalize_personalization,
     _rounding_floor,
+    _unrolled_iteration,
 )
 
 
@@ -137,20 +138,13 @@ def _sparse_unrolled(
     dangling = (~positive).to(values.dtype).unsqueeze(1)
     edge = (values * inv[rows]).unsqueeze(1)
     x = torch.full_like(p, 1.0 / n)
-    done = torch.zeros(q, dtype=torch.bool, device=p.device)
     threshold = max(n * tol, _rounding_floor(p.dtype))
-    for _ in range(max_iter):
-        walk = torch.zeros_like(x).index_add(0, cols, edge * x[rows])
-        x_new = damping * (walk + p * (x * dangling).sum(dim=0, keepdim=True))
-        x_new = x_new + (1.0 - damping) * p
-        err = (x_new - x).detach().abs().sum(dim=0)
-        x = torch.where(done.unsqueeze(0), x, x_new)
-        done = done | (err < threshold)
-        if bool(done.all()):
-            return x
-    raise PowerIterationFailedConvergence(
-        f"{int((~done).sum())} of {q} personalization vectors did not converge in "
-        f"{max_iter} iterations"
+
+    def walk(x: torch.Tensor) -> torch.Tensor:
+        return torch.zeros_like(x).index_add(0, cols, edge * x[rows])
+
+    return _unrolled_iteration(
+        walk, x, p, dangling, damping, None, threshold, max_iter, 0, "personalization vectors"
     )
 
 
@@ -176,20 +170,16 @@ class _SparsePageRank(torch.autograd.Function):
         def apply_t(v: torch.Tensor) -> torch.Tensor:
             return inv * (weights.detach() @ v)
 
-        v = _adjoint(g, apply_t, dangling, p, d, None, ctx.tol, ctx.max_iter, dim=0)
-        tv = apply_t(v)
-        pv = (p * v).sum(dim=0, keepdim=True)
-        xd = (x * dangling).sum(dim=0, keepdim=True)
-        grad_w = grad_p = grad_d = None
-        if ctx.needs_input_grad[0]:
+        needs = ctx.needs_input_grad
+        v, tv, grad_p, grad_d = _adjoint_grads(
+            g, apply_t, x, p, dangling, damping, None, ctx.tol, ctx.max_iter, 0, needs
+        )
+        grad_w = None
+        if needs[0]:
             rows, cols = _csr_rows(weights), weights.col_indices()
             through = (x * tv).sum(dim=1)
             values = d * inv[rows, 0] * ((x[rows] * v[cols]).sum(dim=1) - through[rows])
             grad_w = torch.sparse_csr_tensor(
                 weights.crow_indices(), cols, values, weights.shape, check_invariants=False
             )
-        if ctx.needs_input_grad[1]:
-            grad_p = (1.0 - d) * v + d * xd * v
-        if ctx.needs_input_grad[2]:
-            grad_d = ((x * tv).sum() + (xd * pv).sum() - pv.sum()).to(damping.dtype)
         return grad_w, grad_p, grad_d, None, None, None
