@@ -5,7 +5,26 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-__all__ = ["plot_quality_latency"]
+__all__ = ["plot_quality_latency", "pyplot", "save_figure"]
+
+
+def pyplot():
+    """``matplotlib.pyplot`` on the Agg backend (no display needed), imported on first use."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def save_figure(fig, path: str | os.PathLike, *, dpi: int) -> Path:
+    """Write ``fig`` to ``path`` (its folder created when missing), close it, return the path."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=dpi)
+    pyplot().close(fig)
+    return path
 
 
 def plot_quality_latency(
@@ -20,11 +39,7 @@ def plot_quality_latency(
     path : path
         PNG to write.
     """
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     if not rows:
         raise ValueError("rows: nothing to plot")
     missing = [r.get("method") for r in rows if metric not in r or "ms_per_query" not in r]
@@ -57,8 +72,4 @@ def plot_quality_latency(
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=130)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path, dpi=130)

@@ -8,16 +8,9 @@ from pathlib import Path
 
 import numpy as np
 
+from georag.eval.plots import pyplot, save_figure
+
 __all__ = ["plot_flow", "plot_query_edge_histogram"]
-
-
-def _pyplot():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
 
 
 def plot_flow(
@@ -56,7 +49,7 @@ def plot_flow(
         raise ValueError(
             f"relevant must have shape ({history.shape[1]},), got {np.shape(relevant)}"
         )
-    plt = _pyplot()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(7, 4.5))
     steps = np.arange(history.shape[0])
     for col in range(history.shape[1]):
@@ -89,10 +82,7 @@ def plot_flow(
         ]
     ax.legend(handles=handles, fontsize=8, loc="best")
     fig.tight_layout()
-    path = Path(path)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path, dpi=120)
 
 
 def plot_query_edge_histogram(
@@ -130,7 +120,7 @@ def plot_query_edge_histogram(
         raise ValueError("lengths holds no finite value")
     values = np.clip(lengths[finite], 1e-6, None)
     edges = np.logspace(np.log10(values.min()), np.log10(max(values.max(), eta * 1.01)), bins)
-    plt = _pyplot()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(7, 4))
     if relevant is None:
         ax.hist(values, bins=edges, color="tab:blue")
@@ -150,7 +140,4 @@ def plot_query_edge_histogram(
     ax.set_title(f"{int((values <= eta).sum())} of {values.size} chunks kept (<= eta)")
     ax.legend(fontsize=8)
     fig.tight_layout()
-    path = Path(path)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path, dpi=120)

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import numpy as np
 
+from georag.eval.plots import pyplot, save_figure
+
 __all__ = ["plot_sweep"]
 
 
@@ -30,11 +32,7 @@ def plot_sweep(
     path : path
         PNG to write.
     """
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     base, points = rows[0], rows[1:]
     if not points or not knobs:
         raise ValueError("rows: a sweep needs a baseline row and at least one grid point")
@@ -80,8 +78,4 @@ def plot_sweep(
     )
     fig.suptitle(title, fontsize=10)
     fig.tight_layout(rect=(0, 0.07, 1, 1))
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path, dpi=120)
