@@ -246,6 +246,24 @@ def eval_dataset(config) -> BeirDataset:
     )
 
 
+def eval_first_stage(
+    config: EvalConfig, dataset: BeirDataset, encoder: TextEncoder | None = None
+) -> FirstStage:
+    """The first stage of ``config`` over ``dataset``: its kind, pool size, index and fusion,
+    encoding with ``encoder`` (default: ``config.model``)."""
+    return FirstStage(
+        dataset,
+        FirstStageConfig(
+            first_stage=config.first_stage,
+            top_m=config.top_m,
+            index_kind=config.index_kind,
+            fusion=config.fusion,
+        ),
+        encoder=encoder or TextEncoder(config.model),
+        cache_dir=config.cache_dir,
+    )
+
+
 def run_eval(config: EvalConfig, *, encoder: TextEncoder | None = None) -> list[dict]:
     """Load, retrieve once, rerank with every method, score, and write the reports.
 
@@ -256,18 +274,8 @@ def run_eval(config: EvalConfig, *, encoder: TextEncoder | None = None) -> list[
     from georag.eval.report import write_reports
 
     dataset = eval_dataset(config)
-    encoder = encoder or TextEncoder(config.model)
-    stage = FirstStage(
-        dataset,
-        FirstStageConfig(
-            first_stage=config.first_stage,
-            top_m=config.top_m,
-            index_kind=config.index_kind,
-            fusion=config.fusion,
-        ),
-        encoder=encoder,
-        cache_dir=config.cache_dir,
-    )
+    stage = eval_first_stage(config, dataset, encoder)
+    encoder = stage.encoder
     log.info("corpus embeddings %s", "loaded from cache" if stage.cache_hit else "computed")
     ids = list(dataset.queries)
     query_embeddings = encoder.encode([dataset.queries[q] for q in ids], desc="queries")

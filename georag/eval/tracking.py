@@ -35,24 +35,14 @@ def ricci_details(config: dict, out: Path, *, query: int = 0) -> tuple[dict, Pat
     import torch
 
     from georag.eval.plots_ricci import plot_flow
-    from georag.eval.runner import EvalConfig, eval_dataset
+    from georag.eval.runner import EvalConfig, eval_dataset, eval_first_stage
     from georag.rerank.registry import make_method
-    from georag.retrieval.candidates import FirstStage, FirstStageConfig
 
     if not any(m.split("+")[0].strip() == "ricci" for m in config.get("methods", [])):
         return {}, None
     eval_config = EvalConfig.from_dict(config)
     dataset = eval_dataset(eval_config)
-    stage = FirstStage(
-        dataset,
-        FirstStageConfig(
-            first_stage=eval_config.first_stage,
-            top_m=eval_config.top_m,
-            index_kind=eval_config.index_kind,
-            fusion=eval_config.fusion,
-        ),
-        cache_dir=eval_config.cache_dir,
-    )
+    stage = eval_first_stage(eval_config, dataset)
     ids = list(dataset.queries)
     batch = stage.retrieve(ids, [dataset.queries[q] for q in ids])
     ricci = make_method("ricci", eval_config.resolved_options().get("ricci"))
