@@ -30,7 +30,6 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import NamedTuple
 
 import torch
 
@@ -133,16 +132,11 @@ class IsoRagConfig:
 
 
 @dataclass(frozen=True)
-class IsoRagTrace:
-    """Intermediates of :meth:`IsoRag.trace`; local slots, sources first.
+class IsoScores:
+    """What :func:`iso_scores` computes on the local graphs; local slots, sources first.
 
     Attributes
     ----------
-    nodes : torch.Tensor, shape (B, M), long
-        Corpus rows of the local nodes (0 on padding).
-    mask : torch.Tensor, shape (B, M), bool
-    weights : torch.Tensor, shape (B, M, M)
-        The local graph before pruning.
     ratio : torch.Tensor, shape (B, M)
         Local Cheeger ratios.
     scores : torch.Tensor, shape (B, M, M)
@@ -160,31 +154,33 @@ class IsoRagTrace:
         ``lam * ppr / max(ppr) + (1 - lam) * similarity``; ``-inf`` on padding.
     """
 
+    ratio: torch.Tensor
+    scores: torch.Tensor
+    pruned: torch.Tensor
+    removed: torch.Tensor
+    personalization: torch.Tensor
+    ppr: torch.Tensor
+    similarity: torch.Tensor
+    final: torch.Tensor
+
+
+@dataclass(frozen=True)
+class IsoRagTrace(IsoScores):
+    """Intermediates of :meth:`IsoRag.trace`: the local graphs and the :class:`IsoScores`
+    on them; local slots, sources first.
+
+    Attributes
+    ----------
+    nodes : torch.Tensor, shape (B, M), long
+        Corpus rows of the local nodes (0 on padding).
+    mask : torch.Tensor, shape (B, M), bool
+    weights : torch.Tensor, shape (B, M, M)
+        The local graph before pruning.
+    """
+
     nodes: torch.Tensor
     mask: torch.Tensor
     weights: torch.Tensor
-    ratio: torch.Tensor
-    scores: torch.Tensor
-    pruned: torch.Tensor
-    removed: torch.Tensor
-    personalization: torch.Tensor
-    ppr: torch.Tensor
-    similarity: torch.Tensor
-    final: torch.Tensor
-
-
-class IsoScores(NamedTuple):
-    """What :func:`iso_scores` computes on the local graphs, local slots, sources first
-    (the fields of :class:`IsoRagTrace` after ``nodes``, ``mask`` and ``weights``)."""
-
-    ratio: torch.Tensor
-    scores: torch.Tensor
-    pruned: torch.Tensor
-    removed: torch.Tensor
-    personalization: torch.Tensor
-    ppr: torch.Tensor
-    similarity: torch.Tensor
-    final: torch.Tensor
 
 
 def iso_scores(
@@ -397,7 +393,7 @@ class IsoRag(EmbeddingRetriever):
             tol=cfg.tol,
             max_iter=cfg.max_iter,
         )
-        return IsoRagTrace(nodes, mask, weights, *local)
+        return IsoRagTrace(**vars(local), nodes=nodes, mask=mask, weights=weights)
 
     def search(self, query: torch.Tensor, *, top_k: int = 10) -> IsoRagOutput:
         """Rank passages for each query, with the local graphs' sizes.
