@@ -27,35 +27,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from georag.perf.bench import bench_parser, peer_python, start
+from georag.perf.bench import GRC_PEER_SCRIPT, bench_parser, peer_python, start
 from georag.resources import DEFAULT_MODEL
-
-PEER_SCRIPT = """
-import json, resource, sys, time, networkx as nx, numpy as np
-from GraphRicciCurvature.OllivierRicci import OllivierRicci
-data = np.load(sys.argv[1]); proc = int(sys.argv[3])
-shortest_path = sys.argv[4] if len(sys.argv) > 4 else "all_pairs"
-graph = nx.Graph()
-graph.add_nodes_from(range(int(data["num_nodes"])))
-graph.add_weighted_edges_from(zip(data["x"].tolist(), data["y"].tolist(), data["w"].tolist()))
-pick = data["subset"] if "subset" in data else np.arange(len(data["x"]))
-x, y = data["x"][pick], data["y"][pick]
-children = resource.getrusage(resource.RUSAGE_CHILDREN)
-cpu = time.process_time() + children.ru_utime + children.ru_stime
-start = time.perf_counter()
-options = {"proc": proc} if proc > 0 else {}
-orc = OllivierRicci(graph, method="OTD", alpha=0.5, exp_power=2, verbose="ERROR",
-                    shortest_path=shortest_path, **options)
-out = orc.compute_ricci_curvature_edges([(int(a), int(b)) for a, b in zip(x, y)]
-                                        if "subset" in data else None)
-seconds = time.perf_counter() - start
-children = resource.getrusage(resource.RUSAGE_CHILDREN)
-cpu = time.process_time() + children.ru_utime + children.ru_stime - cpu
-kappa = np.array([out[(int(a), int(b))] if (int(a), int(b)) in out else out[(int(b), int(a))]
-                  for a, b in zip(x, y)])
-np.save(sys.argv[2], kappa)
-print(json.dumps({"seconds": seconds, "cpu_seconds": cpu}))
-"""
 
 
 def knn_edges(embeddings: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -182,7 +155,7 @@ def main() -> None:
                 times = []
                 for _ in range(args.repeats):
                     res = subprocess.run(
-                        [str(peer), "-c", PEER_SCRIPT, str(inp), str(out), str(proc)],
+                        [str(peer), "-c", GRC_PEER_SCRIPT, str(inp), str(out), str(proc)],
                         check=True,
                         capture_output=True,
                         text=True,

@@ -1,4 +1,5 @@
-"""The pure helpers of scripts/bench/bench_scale.py: synthetic texts, slopes, extrapolation."""
+"""The arithmetic of the corpus-growth benchmark (georag.perf.scaling): synthetic texts,
+slopes, extrapolation."""
 
 from __future__ import annotations
 
@@ -7,8 +8,10 @@ import pytest
 
 
 @pytest.fixture(scope="module")
-def scale(load_script):
-    return load_script("scripts/bench/bench_scale.py")
+def scale():
+    from georag.perf import scaling
+
+    return scaling
 
 
 def test_a_synthetic_text_comes_from_its_own_cluster_and_covers_it(scale):
