@@ -1,4 +1,4 @@
-"""scripts/quality/quality_multihop.py: its splits are those of ``learned_folds``, its knobs
+"""georag.experiments.phrase_multihop (scripts/quality/quality_multihop.py): its splits are those of ``learned_folds``, its knobs
 are tuned by the data set's tested metric (computed as pytrec_eval computes it), and its
 per-query runs file is written and read back with every row's flags and seconds.
 
@@ -21,8 +21,10 @@ from train.pools import kfold_split
 
 
 @pytest.fixture(scope="module")
-def mh(load_script):
-    return load_script("scripts/quality/quality_multihop.py")
+def mh():
+    from georag.experiments import phrase_multihop
+
+    return phrase_multihop
 
 
 @pytest.fixture(scope="module")
