@@ -27,7 +27,8 @@ from pathlib import Path
 
 import numpy as np
 
-from georag.perf.bench import GRC_PEER_SCRIPT, peer_python
+from georag.perf.bench import peer_python
+from georag.perf.peers import GRC_PEER_SCRIPT
 from georag.perf.scaling import (
     DIM,
     GAR_K,

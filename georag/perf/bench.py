@@ -46,7 +46,6 @@ __all__ = [
     "busy_neighbours",
     "data_root",
     "peer_python",
-    "GRC_PEER_SCRIPT",
 ]
 
 _SPIN = "while True:\n    pass\n"
@@ -128,39 +127,6 @@ def peer_python() -> Path | None:
     ``make peers``: GraphRicciCurvature 0.6.1 and its pinned scipy), None when absent."""
     path = Path(__file__).resolve().parents[2] / ".venv-peers" / "bin" / "python"
     return path if path.exists() else None
-
-
-#: GraphRicciCurvature's Ollivier-Ricci curvature of a graph file, run by the peers' python:
-#: ``python -c GRC_PEER_SCRIPT graph.npz kappa.npy PROC [all_pairs|pairwise]``, where the
-#: file holds ``x``, ``y`` (edge ends), ``w`` (lengths), ``num_nodes`` and optionally
-#: ``subset`` (the edges to compute); it saves the curvatures and prints its own seconds
-#: and CPU seconds as JSON.
-GRC_PEER_SCRIPT = """
-import json, resource, sys, time, networkx as nx, numpy as np
-from GraphRicciCurvature.OllivierRicci import OllivierRicci
-data = np.load(sys.argv[1]); proc = int(sys.argv[3])
-shortest_path = sys.argv[4] if len(sys.argv) > 4 else "all_pairs"
-graph = nx.Graph()
-graph.add_nodes_from(range(int(data["num_nodes"])))
-graph.add_weighted_edges_from(zip(data["x"].tolist(), data["y"].tolist(), data["w"].tolist()))
-pick = data["subset"] if "subset" in data else np.arange(len(data["x"]))
-x, y = data["x"][pick], data["y"][pick]
-children = resource.getrusage(resource.RUSAGE_CHILDREN)
-cpu = time.process_time() + children.ru_utime + children.ru_stime
-start = time.perf_counter()
-options = {"proc": proc} if proc > 0 else {}
-orc = OllivierRicci(graph, method="OTD", alpha=0.5, exp_power=2, verbose="ERROR",
-                    shortest_path=shortest_path, **options)
-out = orc.compute_ricci_curvature_edges([(int(a), int(b)) for a, b in zip(x, y)]
-                                        if "subset" in data else None)
-seconds = time.perf_counter() - start
-children = resource.getrusage(resource.RUSAGE_CHILDREN)
-cpu = time.process_time() + children.ru_utime + children.ru_stime - cpu
-kappa = np.array([out[(int(a), int(b))] if (int(a), int(b)) in out else out[(int(b), int(a))]
-                  for a, b in zip(x, y)])
-np.save(sys.argv[2], kappa)
-print(json.dumps({"seconds": seconds, "cpu_seconds": cpu}))
-"""
 
 
 def bench_parser(

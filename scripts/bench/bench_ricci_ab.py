@@ -26,9 +26,10 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from bench_ricci import run_peer, scifact_graphs
 
+from georag.experiments.ricci_bench import scifact_graphs
 from georag.perf.bench import bench_parser, non_negative_int, positive_int, start
+from georag.perf.peers import run_peer
 
 ROOT = Path(__file__).resolve().parents[2]
 CHILD = """

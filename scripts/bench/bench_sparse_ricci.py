@@ -27,7 +27,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from georag.perf.bench import GRC_PEER_SCRIPT, bench_parser, peer_python, start
+from georag.perf.bench import bench_parser, peer_python, start
+from georag.perf.peers import GRC_PEER_SCRIPT
 from georag.resources import DEFAULT_MODEL
 
 

@@ -16,9 +16,7 @@ the flow's own amplification of a tiny perturbation, the floor of any inexact so
 
 from __future__ import annotations
 
-import sys
 import warnings
-from pathlib import Path
 
 import networkx as nx
 import numpy as np
@@ -26,10 +24,8 @@ import torch
 
 from georag.eval.synthetic import random_graphs
 from georag.perf.bench import bench_parser, start
+from georag.perf.peers import run_peer
 from georag.perf.timing import timed
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
-from bench_ricci import run_peer  # noqa: E402
 
 CHECKPOINTS = (3, 10, 20, 40)
 #: relative noise on the initial lengths of the last setting: how much the flow itself

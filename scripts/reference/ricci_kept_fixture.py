@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import warnings
 from pathlib import Path
 
@@ -36,9 +35,7 @@ def main() -> None:
     parser.add_argument("--code", default="", help="commit the run stands for (default: HEAD)")
     args = parser.parse_args()
     bench = start(args, config={"graphs": args.graphs, "out": str(args.out)}, device="cpu")
-    sys.path.insert(0, str(ROOT / "scripts" / "bench"))
-    from bench_ricci import scifact_graphs
-
+    from georag.experiments.ricci_bench import scifact_graphs
     from georag.geometry.ricci import ricci_flow
     from georag.rerank.ricci_filtration import RicciFiltrationConfig
 
