@@ -23,6 +23,7 @@ import torch
 
 import georag.perf.bench as harness
 from georag.eval.synthetic import random_batch
+from georag.experiments.adds_features import GEO_FEATURES, bm25_pool_scores
 from georag.perf.timing import measure
 from georag.rerank.adapter import AdapterConfig, LearnedAdapter
 from georag.rerank.geo_features import hubness_features, pool_features
@@ -35,7 +36,6 @@ from georag.rerank.residual_heads import (
 )
 from georag.rerank.rocchio import rocchio_scores
 from georag.retrieval.bm25 import BM25Index
-from train.geometry_adds import GEO_FEATURES, bm25_pool_scores
 
 M, D = 100, 384
 

@@ -32,16 +32,16 @@ from dataclasses import replace
 
 import numpy as np
 import torch
-from quality_geometry_adds import folds_of
 
 import georag.perf.bench as harness
 from georag._io import atomic_write
 from georag.data.datasets import load_dataset
+from georag.experiments.adds_features import PoolData, corpus_features, prepare, report_run
+from georag.experiments.geometry_adds import Settings, folds_of, run_fold
 from georag.experiments.significance import per_query_arrays
 from georag.resources import DEFAULT_MODEL
 from georag.retrieval.candidates import FirstStageConfig, corpus_embeddings, corpus_units
 from georag.retrieval.encoder import TextEncoder
-from train.geometry_adds import PoolData, Settings, corpus_features, prepare, report_run, run_fold
 
 MODES = ("raw_cosine", "embeddings")
 
@@ -71,7 +71,7 @@ def nudged(data: PoolData, mode: str, ulps: int, seed: int) -> PoolData:
 
 
 def ndcg_rows(fit: PoolData, report: PoolData, settings: Settings) -> dict[str, float]:
-    """Report NDCG@10 of every row of :func:`~train.geometry_adds.run_fold`."""
+    """Report NDCG@10 of every row of :func:`~georag.experiments.geometry_adds.run_fold`."""
     scores = run_fold(fit, report, settings, log=lambda text: None)["scores"]
     runs = {name: report_run(report, s) for name, s in scores.items()}
     _, values = per_query_arrays(runs, report.pool.qrels, ("ndcg@10",))

@@ -1,6 +1,7 @@
-"""georag.experiments.phrase_multihop (scripts/quality/quality_multihop.py): its splits are those of ``learned_folds``, its knobs
-are tuned by the data set's tested metric (computed as pytrec_eval computes it), and its
-per-query runs file is written and read back with every row's flags and seconds.
+"""georag.experiments.phrase_multihop (scripts/quality/quality_multihop.py): its splits are
+those of ``learned_folds``, its knobs are tuned by the data set's tested metric (computed as
+pytrec_eval computes it), and its per-query runs file is written and read back with every
+row's flags and seconds.
 
 The phrase graph and its PPR are tested in tests/retrieval/ and tests/rerank/.
 """

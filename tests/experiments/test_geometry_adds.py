@@ -7,8 +7,23 @@ import numpy as np
 import pytest
 import torch
 
-import train.geometry_adds as geometry_adds
+import georag.experiments.geometry_adds as geometry_adds
 from georag.batch import CandidateBatch, Corpus, QueryBatch
+from georag.experiments.adds_features import (
+    GEO_FEATURES,
+    PhraseCorpus,
+    add_features,
+    pool_data,
+    seen_queries,
+)
+from georag.experiments.geometry_adds import (
+    NON_GEOMETRIC,
+    Settings,
+    Stack,
+    _stack_from,
+    predict,
+    run_fold,
+)
 from georag.rerank.baselines.adapter import AdapterConfig, LearnedAdapter
 from georag.rerank.heads.residual_heads import (
     FeatureHead,
@@ -19,19 +34,6 @@ from georag.rerank.heads.residual_heads import (
 from georag.retrieval.bm25 import BM25Index
 from georag.retrieval.phrase_graph import build_phrase_graph
 from georag.retrievers.phrase_ppr import PhrasePPR, PhrasePPRConfig
-from train.geometry_adds import (
-    GEO_FEATURES,
-    NON_GEOMETRIC,
-    PhraseCorpus,
-    Settings,
-    Stack,
-    _stack_from,
-    add_features,
-    pool_data,
-    predict,
-    run_fold,
-    seen_queries,
-)
 from train.pools import Pool
 
 

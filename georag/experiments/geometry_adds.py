@@ -1,4 +1,5 @@
-"""Does geometry add to the strongest non-geometric second stages? The protocol.
+"""Does geometry add to the strongest non-geometric second stages? The protocol of
+``scripts/quality/quality_geometry_adds.py``.
 
 One fold = a fitting pool (training queries: a seeded part of them held out for
 validation) and a report pool. On it, in this order:
@@ -30,6 +31,11 @@ Among the geometric features, ``phrase_ppr`` is that mass seeded from the first-
 cosine with :class:`~georag.retrievers.phrase_ppr.PhrasePPRConfig`'s defaults (the corpus
 graph is built once per corpus and cached).
 
+The pools and their features are :mod:`georag.experiments.adds_features`. Over a data
+set: :func:`folds_of` (:func:`~georag.experiments.folds.learned_folds`), :func:`run_dataset`
+(every fold), :func:`statistics` (intervals, seen / unseen NDCG@10, Holm-corrected tests
+against ``map`` and the best non-geometric row) and :func:`markdown`.
+
 Nothing is chosen on the report pool. Every training starts by validating its starting
 state, so a trained row never exports weights that validate worse than its start.
 """
@@ -38,17 +44,27 @@ from __future__ import annotations
 
 import copy
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 import torch
 from torch import nn
 
-from georag.batch import scores_to_run
-from georag.data.datasets import load_dataset
+from georag.experiments.adds_features import (
+    GEO_FEATURES,
+    LTR_FEATURES,
+    PoolData,
+    all_rows,
+    corpus_features,
+    phrase_ppr_pool,
+    prepare,
+    report_run,
+    seen_queries,
+)
+from georag.experiments.folds import learned_folds, subset_training
+from georag.experiments.significance import holm_tests, interval_rows, per_query_arrays
 from georag.rerank.adapter import AdapterConfig, LearnedAdapter
-from georag.rerank.doc_prior import prior_scores, relevant_elsewhere
-from georag.rerank.geo_features import HUB_FEATURES, POOL_FEATURES, hubness_features, pool_features
-from georag.rerank.ltr import LambdaRank, LambdaRankConfig, rank_feature
+from georag.rerank.doc_prior import prior_scores
+from georag.rerank.ltr import LambdaRank, LambdaRankConfig
 from georag.rerank.residual_heads import (
     FeatureHead,
     FeatureHeadConfig,
@@ -56,40 +72,26 @@ from georag.rerank.residual_heads import (
     GraphSmoothingConfig,
 )
 from georag.rerank.rocchio import rocchio_scores
-from georag.resources import default_cache_dir
-from georag.retrieval.bm25 import BM25Index, tokenize
-from georag.retrieval.phrase_graph import PhraseGraph, build_phrase_graph, query_phrase_weights
-from georag.retrievers.phrase_ppr import PhrasePPRConfig, phrase_ppr_feature, residual_scores
+from georag.retrievers.phrase_ppr import residual_scores
 from train.losses import ndcg_at_k, ranking_loss
-from train.pools import Pool, holdout_split
+from train.pools import holdout_split
 
-__all__ = [
-    "GEO_FEATURES",
-    "LTR_FEATURES",
-    "NON_GEOMETRIC",
-    "CorpusFeatures",
-    "PhraseCorpus",
-    "PoolData",
-    "Settings",
-    "Stack",
-    "bm25_pool_scores",
-    "corpus_features",
-    "phrase_ppr_pool",
-    "pool_data",
-    "run_fold",
-    "seen_queries",
-]
-
-GEO_FEATURES = POOL_FEATURES + HUB_FEATURES + ("phrase_ppr",)
-LTR_FEATURES = ("mapped_cosine", "raw_cosine", "bm25", "rank", "prior")
 NON_GEOMETRIC = ("dense", "prior", "map", "map+bm25", "map+prf", "ltr")
+
+
 PRIOR_GRID = (0.0, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0)
+
+
 PRF_GRID = tuple((a, k) for a in (0.1, 0.25, 0.5, 1.0) for k in (3, 5, 10))
+
+
 SMOOTH_K = (5, 10, 20)
-PPR = PhrasePPRConfig()  # seeds, damping and solver of the phrase-graph PPR
+
+
 PPR_WEIGHTS = (0.0, 0.02, 0.05, 0.1, 0.2, 0.3, 0.5, 1.0)
+
+
 PPR_PASSAGE_WEIGHTS = (0.05, 0.3, 1.0)
-PPR_CHUNK = 128  # queries per PPR solve: bounds the (N + P, B) teleport and mass
 
 
 @dataclass(frozen=True)
@@ -105,154 +107,6 @@ class Settings:
     val_fraction: float = 0.2
     seed: int = 0
     drop_heads: bool = True
-
-
-@dataclass(frozen=True)
-class PhraseCorpus:
-    """A corpus' passage-phrase graph and its sparse weights (:meth:`PhraseGraph.to_csr`)."""
-
-    graph: PhraseGraph
-    csr: torch.Tensor  # sparse CSR (N + P, N + P)
-
-    @classmethod
-    def of(cls, graph: PhraseGraph) -> PhraseCorpus:
-        return cls(graph, graph.to_csr())
-
-
-@dataclass
-class PoolData:
-    """A pool as tensors: embeddings once per document, features per candidate; the
-    corpus rows, query texts and phrase graph that the phrase PPR needs."""
-
-    pool: Pool
-    query: torch.Tensor  # (B, D)
-    table: torch.Tensor  # (U, D) one row per distinct document
-    index: torch.Tensor  # (B, M) row of each candidate in ``table`` (0 at padding)
-    features: dict[str, torch.Tensor] = field(default_factory=dict)  # name -> (B, M)
-    corpus_rows: torch.Tensor | None = None  # (B, M) corpus row of each candidate (-1 at padding)
-    texts: list[str] = field(default_factory=list)  # (B,) query texts
-    phrases: PhraseCorpus | None = None
-
-    @property
-    def mask(self) -> torch.Tensor:
-        return self.pool.batch.mask
-
-
-def bm25_pool_scores(index: BM25Index, queries: list[str], rows: torch.Tensor) -> torch.Tensor:
-    """BM25 score of each candidate (corpus row ``rows[b, m]``, -1 at padding) for its
-    query, shape (B, M) float32 (0 at padding)."""
-    vocab = index.retriever.vocab_dict
-    out = torch.zeros(rows.shape)
-    for b, tokens in enumerate(tokenize(queries, index.tokenizer)):
-        known = [t for t in tokens if t in vocab]
-        if known:
-            scores = torch.from_numpy(index.retriever.get_scores(known)).float()
-            out[b] = torch.where(rows[b] >= 0, scores[rows[b].clamp_min(0)], 0.0)
-    return out
-
-
-def pool_data(pool: Pool) -> PoolData:
-    """The tensors of ``pool`` (distinct documents once)."""
-    batch = pool.batch
-    position: dict[str, int] = {}
-    firsts: list[tuple[int, int]] = []
-    index = torch.zeros(batch.mask.shape, dtype=torch.long)
-    for b, row in enumerate(batch.doc_ids):
-        for m, d in enumerate(row):
-            if not d:
-                continue
-            if d not in position:
-                position[d] = len(position)
-                firsts.append((b, m))
-            index[b, m] = position[d]
-    at = torch.tensor(firsts)
-    return PoolData(pool, batch.query, batch.cands[at[:, 0], at[:, 1]], index)
-
-
-def phrase_ppr_pool(
-    data: PoolData, seeds: torch.Tensor, rows: torch.Tensor, passage_weight: float
-) -> torch.Tensor:
-    """Phrase-graph PPR mass of the pool's documents over each query's largest among them.
-
-    The PPR runs over the whole corpus graph
-    (:func:`~georag.retrievers.phrase_ppr.phrase_ppr_feature` with the seeds, damping and
-    solver of :data:`PPR`), seeded from ``seeds`` on the pool's passages (no passage outside
-    the pool is a seed) and from the query's phrases.
-
-    Parameters
-    ----------
-    data : PoolData
-        With ``corpus_rows``, ``texts`` and ``phrases``.
-    seeds : torch.Tensor, shape (R, M)
-        Passage seed scores of the candidates of ``data``'s queries ``rows``.
-    rows : torch.Tensor, shape (R,)
-        Query rows of ``data``.
-    passage_weight : float
-        Share of the teleport mass on the passage seeds.
-
-    Returns
-    -------
-    torch.Tensor, shape (R, M)
-        In [0, 1], 1 at each query's candidate of largest mass, 0 at padding.
-    """
-    graph, out = data.phrases.graph, []
-    for s in range(0, len(rows), PPR_CHUNK):
-        part = rows[s : s + PPR_CHUNK]
-        at = data.corpus_rows[part]
-        keep = at >= 0
-        base = torch.full((len(part), graph.num_passages), -torch.inf)
-        which = torch.arange(len(part)).unsqueeze(1).expand_as(at)
-        base[which[keep], at[keep]] = seeds[s : s + PPR_CHUNK][keep].float()
-        phrases = query_phrase_weights([data.texts[i] for i in part.tolist()], graph)
-        mass = phrase_ppr_feature(
-            data.phrases.csr, base, phrases, **PPR.feature_options(passage_weight)
-        )
-        pooled = torch.where(keep, mass.gather(1, at.clamp_min(0)), 0.0)
-        out.append(pooled / pooled.amax(dim=1, keepdim=True).clamp_min(torch.finfo().tiny))
-    return torch.cat(out)
-
-
-def add_features(
-    data: PoolData,
-    *,
-    bm25: BM25Index,
-    phrases: PhraseCorpus,
-    corpus_rows: dict[str, int],
-    query_texts: dict[str, str],
-    fit: Pool,
-    chunk: int = 128,
-) -> None:
-    """Attach every feature of ``data``'s candidates (and its corpus rows, query texts and
-    ``phrases``); ``fit`` (the fitting pool) gives the prior and the hubness, leaving a
-    fitting query's own labels and row out."""
-    batch = data.pool.batch
-    rows = torch.tensor([[corpus_rows.get(d, -1) for d in row] for row in batch.doc_ids])
-    data.corpus_rows, data.phrases = rows, phrases
-    data.texts = [query_texts[q] for q in batch.query_ids]
-    feats = {
-        "bm25": bm25_pool_scores(bm25, data.texts, rows),
-        "prior": relevant_elsewhere(batch.query_ids, batch.doc_ids, fit.qrels),
-        "rank": rank_feature(batch.scores, batch.mask),
-        "raw_cosine": batch.scores.clone(),
-    }
-    parts = [pool_features(batch.slice(s, s + chunk)) for s in range(0, batch.batch_size, chunk)]
-    for name in POOL_FEATURES:
-        feats[name] = torch.cat([p[name] for p in parts])
-    order = fit.batch.scores.masked_fill(~fit.batch.mask, -torch.inf).argsort(1, descending=True)
-    top = [[fit.batch.doc_ids[b][m] for m in order[b, :10].tolist()] for b in range(len(order))]
-    feats.update(hubness_features(batch, fit.batch.query, top, fit.batch.query_ids))
-    feats["phrase_ppr"] = phrase_ppr_pool(data, batch.scores, _all(data), PPR.passage_weight)
-    data.features = {k: v.float() for k, v in feats.items()}
-
-
-def seen_queries(report: Pool, fit: Pool) -> set[str]:
-    """Report queries with a relevant document that is relevant to some fitting query."""
-    known = {d for judged in fit.qrels.values() for d, g in judged.items() if g > 0}
-    return {
-        q
-        for q, judged in report.qrels.items()
-        if any(g > 0 and d in known for d, g in judged.items())
-    }
 
 
 class Stack(nn.Module):
@@ -283,13 +137,9 @@ def _ndcg(scores: torch.Tensor, data: PoolData, rows: torch.Tensor) -> float:
     )
 
 
-def _all(data: PoolData) -> torch.Tensor:
-    return torch.arange(data.pool.batch.batch_size)
-
-
 def predict(stack: Stack, data: PoolData, rows: torch.Tensor | None = None) -> torch.Tensor:
     """Scores of ``stack`` on ``rows`` of ``data`` (all by default), without autograd."""
-    rows = _all(data) if rows is None else rows
+    rows = all_rows(data) if rows is None else rows
     with torch.no_grad():
         return torch.cat([stack(data, rows[s : s + 256]) for s in range(0, len(rows), 256)])
 
@@ -431,7 +281,7 @@ def run_fold(fit: PoolData, report: PoolData, settings: Settings, log=print) -> 
 
         values = {ak: _ndcg(prf(fit, val, *ak), fit, val) for ak in PRF_GRID}
         alpha, k = max(values, key=values.get)
-        scores["map+prf"] = prf(report, _all(report), alpha, k)
+        scores["map+prf"] = prf(report, all_rows(report), alpha, k)
     note(
         "map+prf",
         {
@@ -456,7 +306,7 @@ def run_fold(fit: PoolData, report: PoolData, settings: Settings, log=print) -> 
         for w in PPR_WEIGHTS:
             values[(share, w)] = _ndcg(residual_scores(fit_lexical, mass, w), fit, val)
     share, w = max(values, key=values.get)
-    mass = phrase_ppr_pool(report, report_mapped, _all(report), share) if w else None
+    mass = phrase_ppr_pool(report, report_mapped, all_rows(report), share) if w else None
     scores["map+bm25 + phrase-PPR"] = residual_scores(scores["map+bm25"], mass, w)
     note(
         "map+bm25 + phrase-PPR",
@@ -503,54 +353,112 @@ def run_fold(fit: PoolData, report: PoolData, settings: Settings, log=print) -> 
     return {"scores": scores, "notes": notes}
 
 
-@dataclass(frozen=True)
-class CorpusFeatures:
-    """The corpus-level inputs of the features, built once per data set."""
-
-    bm25: BM25Index
-    phrases: PhraseCorpus
-    rows: dict[str, int]  # corpus row of each document id
-    texts: dict[str, str]  # text of each query id of the data set
+METRICS = ("ndcg@10", "recall@10", "mrr@10")
 
 
-def corpus_features(dataset: str, data_dir: str | None, split: str) -> CorpusFeatures:
-    """BM25 and the phrase graph over ``dataset``'s corpus (the graph cached under
-    ``$GEORAG_CACHE/graphs``), with the texts of its ``split`` queries (and test ones)."""
-    data = load_dataset(dataset, split=split, data_dir=data_dir)
-    ids = list(data.corpus)
-    bm25 = BM25Index.build([data.corpus[d].full_text for d in ids])
-    graph = build_phrase_graph(
-        ids,
-        [data.corpus[d].title for d in ids],
-        [data.corpus[d].text for d in ids],
-        config=PPR.graph_config(),
-        cache_dir=default_cache_dir() / "graphs",
+def folds_of(dataset: str, args, encoder):
+    """``(fit pool, report pool, label, qrels split)`` per fold
+    (:func:`~georag.experiments.folds.learned_folds`; scifact: a seeded ``--train-queries``)."""
+    folds = learned_folds(
+        dataset,
+        data_dir=args.data_dir,
+        encoder=encoder,
+        corpus=False,
+        folds=args.folds,
+        val_fraction=0.2,
+        seed=args.seed,
     )
-    texts = dict(data.queries)
-    if split != "test":  # scifact: the report queries are those of the test split
-        texts.update(load_dataset(dataset, split="test", data_dir=data_dir).queries)
-    rows = {d: i for i, d in enumerate(ids)}
-    return CorpusFeatures(bm25, PhraseCorpus.of(graph), rows, texts)
+    if dataset == "scifact":
+        folds, _ = subset_training(folds, args.train_queries, seed=0)
+    split = "train" if dataset == "scifact" else "test"
+    return [(fold.train, fold.report, fold.label, split) for fold in folds]
 
 
-def prepare(corpus: CorpusFeatures, fit: Pool, report: Pool) -> tuple[PoolData, PoolData]:
-    """``(fit data, report data)`` with every feature attached."""
-    out = []
-    for pool in (fit, report):
-        part = pool_data(pool)
-        add_features(
-            part,
-            bm25=corpus.bm25,
-            phrases=corpus.phrases,
-            corpus_rows=corpus.rows,
-            query_texts=corpus.texts,
-            fit=fit,
+def run_dataset(dataset: str, args, encoder) -> dict:
+    """Every fold of ``dataset`` through :func:`run_fold`: the rows' runs over the report
+    queries, their notes per fold, the seen report queries, the qrels and the folds."""
+    settings = Settings(
+        epochs=args.epochs, patience=args.patience, seed=args.seed, drop_heads=args.drop_heads
+    )
+    runs: dict[str, dict] = {}
+    notes: dict[str, list] = {}
+    seen, qrels, folds = set(), {}, {}
+    splits = folds_of(dataset, args, encoder)
+    started = time.perf_counter()
+    corpus = corpus_features(dataset, args.data_dir, splits[0][3])
+    print(f"{dataset}: BM25 and phrase graph {time.perf_counter() - started:.0f} s", flush=True)
+    for fit_pool, report_pool, label, _ in splits:
+        started = time.perf_counter()
+        fit, report = prepare(corpus, fit_pool, report_pool)
+        print(
+            f"{dataset} {label}: {fit_pool.batch.batch_size} fitting queries, "
+            f"{report_pool.batch.batch_size} report; "
+            f"features {time.perf_counter() - started:.0f} s",
+            flush=True,
         )
-        out.append(part)
-    return tuple(out)
+        result = run_fold(fit, report, settings, log=lambda text: print(text, flush=True))
+        for name, scores in result["scores"].items():
+            runs.setdefault(name, {}).update(report_run(report, scores))
+            notes.setdefault(name, []).append(result["notes"].get(name, {}))
+        seen |= seen_queries(report_pool, fit_pool)
+        qrels.update(report_pool.qrels)
+        folds[label] = list(report_pool.batch.query_ids)
+    return {"runs": runs, "notes": notes, "seen": sorted(seen), "qrels": qrels, "folds": folds}
 
 
-def report_run(data: PoolData, scores: torch.Tensor) -> dict[str, dict[str, float]]:
-    """The TREC run of ``scores`` over ``data``'s report queries."""
-    batch = data.pool.batch
-    return scores_to_run(scores, batch.mask, batch.query_ids, batch.doc_ids)
+def statistics(result: dict, args) -> tuple[list[dict], str]:
+    """Means and 95% bootstrap intervals of :data:`METRICS`, NDCG@10 on the seen and unseen
+    report queries, training seconds, and each row's NDCG@10 against ``map`` and against
+    the best non-geometric row (paired randomization, Holm); the rows and that best row."""
+    queries, values = per_query_arrays(result["runs"], result["qrels"], METRICS)
+    seen = set(result["seen"])
+    parts = {"seen": [i for i, q in enumerate(queries) if q in seen]}
+    parts["unseen"] = [i for i, q in enumerate(queries) if q not in seen]
+    resampling = {"resamples": args.resamples, "seed": args.seed}
+    rows = interval_rows(values, METRICS, **resampling)
+    for row in rows:
+        per = values[row["method"]]
+        row["train_s"] = sum(f.get("seconds", 0.0) for f in result["notes"][row["method"]])
+        for part, index in parts.items():
+            row[part] = float(per["ndcg@10"][index].mean()) if index else float("nan")
+            row[f"{part}_n"] = len(index)
+    best = max((r for r in rows if r["method"] in NON_GEOMETRIC), key=lambda r: r["ndcg@10"])
+    for key, bar in (("map", "map"), ("best", best["method"])):
+        tested = [r for r in rows if r["method"] not in ("dense", bar)]
+        pairs = [(r["method"], bar) for r in tested]
+        for row, (delta, _, p_holm) in zip(
+            tested, holm_tests(values, "ndcg@10", pairs, **resampling), strict=True
+        ):
+            row[f"delta_{key}"], row[f"p_{key}"] = delta, p_holm
+    return rows, best["method"]
+
+
+def markdown(saved: dict) -> str:
+    """A data set's section: heading, command, protocol and the table of its rows."""
+    rows = saved["rows"]
+    head = (
+        "| method | NDCG@10 [95% CI] | Recall@10 [95% CI] | MRR@10 [95% CI] "
+        f"| NDCG@10 seen ({rows[0]['seen_n']}) | unseen ({rows[0]['unseen_n']}) "
+        f"| Δ vs map | p (Holm) | Δ vs {saved['best']} | p (Holm) | training s |\n"
+        "|---|---|---|---|---|---|---|---|---|---|---|\n"
+    )
+    lines = []
+    for r in rows:
+        cells = [r["method"]]
+        for m in METRICS:
+            low, high = r[f"{m}_ci"]
+            cells.append(f"{r[m]:.4f} [{low:.4f}, {high:.4f}]")
+        cells += [f"{r[part]:.4f}" if r[f"{part}_n"] else "–" for part in ("seen", "unseen")]
+        for key in ("map", "best"):
+            has = f"p_{key}" in r
+            cells += [
+                f"{r[f'delta_{key}']:+.4f}" if has else "",
+                f"{r[f'p_{key}']:.4f}" if has else "",
+            ]
+        cells.append(f"{r['train_s']:.1f}" if r["train_s"] else "")
+        lines.append("| " + " | ".join(cells) + " |")
+    return (
+        f"### {saved['dataset']} ({rows[0]['queries']} report queries)\n\n"
+        f"`{saved['command']}`; {saved['date']}, load average {saved['load']}; "
+        f"{saved['protocol']}\n\n" + head + "\n".join(lines) + "\n"
+    )
