@@ -8,9 +8,7 @@ regression test).
 
 from __future__ import annotations
 
-import importlib.util
 import os
-import sys
 from pathlib import Path
 
 import pytest
@@ -27,32 +25,6 @@ def shared_data_dir() -> Path:
     """Where the real benchmark data lives: $GEORAG_DATA, else ../shared/data beside the repo."""
     env = os.environ.get("GEORAG_DATA")
     return Path(env) if env else REPO_ROOT.parent / "shared" / "data"
-
-
-@pytest.fixture(scope="session")
-def load_script():
-    """``load_script("scripts/quality/x.py")``: the script imported as a module, once.
-
-    Its folder stays on ``sys.path`` until the pytest run ends, as when the script runs (a
-    script may import a sibling inside a function).
-    """
-    loaded, folders = {}, []
-
-    def load(relative: str):
-        if relative not in loaded:
-            path = REPO_ROOT / relative
-            if str(path.parent) not in sys.path:
-                sys.path.insert(0, str(path.parent))
-                folders.append(str(path.parent))
-            spec = importlib.util.spec_from_file_location(path.stem, path)
-            module = importlib.util.module_from_spec(spec)
-            spec.loader.exec_module(module)
-            loaded[relative] = module
-        return loaded[relative]
-
-    yield load
-    for folder in folders:
-        sys.path.remove(folder)
 
 
 @pytest.fixture(scope="session")

@@ -4,6 +4,8 @@ with it, and the peak memory of one large flow in a fresh process.
 
 * :func:`scifact_graphs`: adjacency ``(B, 21, 21)`` of judged SciFact queries (query plus
   dense top-20, 50th-percentile edges);
+* :func:`knn_edges`: the undirected k-NN graph of a corpus (the sparse-curvature
+  benchmarks' graph);
 * :func:`time_georag`: the batched flow at a thread count (Ricci-Filtration's setting,
   :data:`FILTER_FLOW`); :func:`peer_rows`: the peer's timings and the parity rows;
 * :func:`peak_memory` and :func:`memory_child`: peak RSS (and CUDA peak) of one flow.
@@ -48,6 +50,37 @@ def scifact_graphs(data_dir: str | None, splits: list[str], limit: int) -> torch
     if adjacency.shape[0] < limit:
         raise ValueError(f"only {adjacency.shape[0]} SciFact graphs, asked for {limit}")
     return adjacency
+
+
+def knn_edges(embeddings: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Undirected k-NN edges of a corpus by cosine (each once, i < j) and their lengths
+    ``1 - cos``, the graph of the corpus-scale curvature benchmarks.
+
+    Parameters
+    ----------
+    embeddings : torch.Tensor, shape (N, D)
+    k : int
+        Neighbours per node (the union of both directions is kept).
+
+    Returns
+    -------
+    edges : torch.Tensor, shape (2, E), int64
+    lengths : torch.Tensor, shape (E,), float64
+    """
+    x = torch.nn.functional.normalize(embeddings.double(), dim=1)
+    n = x.shape[0]
+    pairs = []
+    for first in range(0, n, 1024):
+        sims = x[first : first + 1024] @ x.T
+        sims[torch.arange(sims.shape[0]), torch.arange(first, first + sims.shape[0])] = -2.0
+        nbrs = sims.topk(k, dim=1).indices
+        rows = torch.arange(first, first + sims.shape[0]).unsqueeze(1).expand_as(nbrs)
+        pairs.append(torch.stack([rows.reshape(-1), nbrs.reshape(-1)]))
+    edge = torch.cat(pairs, 1)
+    edge = torch.stack([edge.min(0).values, edge.max(0).values])
+    edge = torch.unique(edge, dim=1)
+    lengths = (1.0 - (x[edge[0]] * x[edge[1]]).sum(1)).clamp_min(0.0)
+    return edge, lengths
 
 
 def time_georag(bench: Bench, adjacency: torch.Tensor, repeats: int, threads: int):

@@ -8,6 +8,11 @@ the sections of the same key and keeps every other one, ordered by data set
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
+from georag._io import atomic_write
+
 __all__ = [
     "ORDER",
     "LEARNED_HEADING",
@@ -16,6 +21,7 @@ __all__ = [
     "merge_sections",
     "document",
     "with_learned",
+    "write_learned",
 ]
 
 ORDER = ("scifact", "cranfield", "cisi", "hotpotqa_dev500", "musique_qa100")
@@ -78,3 +84,24 @@ def with_learned(text: str, learned: str) -> str:
         + "\n".join(body).strip()
         + "\n"
     )
+
+
+def write_learned(work: Path, out: Path, header: str, tex: Path | None = None) -> list[str]:
+    """Rewrite the results file ``out`` from the sections saved in ``work``.
+
+    Each ``work/<dataset>__<selection>.json`` becomes its Markdown section
+    (:func:`~georag.experiments.tables.learned_markdown`), merged into the sections ``out``
+    holds already (:func:`document`, under ``header``); with ``tex``, every saved section's
+    table is also written there in LaTeX. Returns the section titles, sorted.
+    """
+    from georag.experiments.tables import learned_latex, learned_markdown
+
+    sections = [json.loads(path.read_text()) for path in sorted(Path(work).glob("*__*.json"))]
+    new = {s["title"]: learned_markdown(s) for s in sections}
+    out = Path(out)
+    old = out.read_text() if out.is_file() else ""
+    atomic_write(out, document(header, old, new))
+    if tex:
+        tables = [f"% {s['title']}\n{learned_latex(s)}" for s in sections]
+        atomic_write(Path(tex), "\n".join(tables))
+    return sorted(new)

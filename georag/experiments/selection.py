@@ -13,6 +13,7 @@ import argparse
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import georag.perf.bench as harness
 from georag.experiments.training import FOLDS, RESAMPLES, Training
 
 __all__ = ["ROLES", "GEOMETRIC", "LearnedRun", "selection_of"]
@@ -110,3 +111,79 @@ def selection_of(run: LearnedRun) -> tuple[str, str, str]:
         f"--lr {t.lr} --seed {t.seed} --jobs {run.jobs}"
     )
     return heading, stem, command
+
+
+def parse_args(argv: list[str] | None = None, *, doc: str | None = None) -> argparse.Namespace:
+    """The command line of ``scripts/quality/quality_learned.py`` (its docstring ``doc`` is
+    the help text), with ``method_options`` (``{method: {key: value}}``) parsed; a bad
+    option stops with a usage error (exit 2) naming it."""
+    from georag.experiments.training import add_training_options
+    from georag.rerank.registry import parse_option
+
+    parser = harness.bench_parser(doc, repeats=None, out="--json", device=False)
+    parser.set_defaults(threads=1)
+    parser.add_argument("--datasets", nargs="+", default=["scifact", "cranfield", "cisi"])
+    parser.add_argument(
+        "--methods",
+        nargs="+",
+        default=list(GEOMETRIC),
+        help="learnable geometric rerankers (registry names)",
+    )
+    parser.add_argument(
+        "--method-option",
+        action="append",
+        default=[],
+        metavar="NAME.KEY=VALUE",
+        help="a fixed config field of a learnable method in the tuned and learned rows "
+        "(repeatable; named in the section's heading)",
+    )
+    parser.add_argument(
+        "--roles",
+        nargs="+",
+        choices=ROLES,
+        default=list(ROLES),
+        help="the rows to compute besides dense (map: the map alone; named in the heading "
+        "unless all)",
+    )
+    parser.add_argument(
+        "--train-queries",
+        type=harness.non_negative_int,
+        default=0,
+        help="train and tune on a seeded subset of this many of each fold's training "
+        "queries (0: all; named in the heading)",
+    )
+    parser.add_argument(
+        "--jobs",
+        type=harness.positive_int,
+        default=1,
+        help="run the roles of a data set in this many processes (1 torch thread each); "
+        "the rows are the same as with 1",
+    )
+    parser.add_argument(
+        "--note",
+        default="",
+        help="a paragraph under the section's heading (e.g. how the run was sized, and why)",
+    )
+    parser.add_argument("--trials", type=int, default=50)
+    add_training_options(parser)
+    parser.add_argument("--work", default="runs/quality_learned")
+    parser.add_argument("--out", default="docs/learned_results.md")
+    parser.add_argument(
+        "--tex", help="also write the table of every section saved in --work as LaTeX here"
+    )
+    parser.add_argument(
+        "--render", action="store_true", help="only rewrite --out from the sections saved in --work"
+    )
+    args = parser.parse_args(argv)
+    args.method_options = {}
+    for text in args.method_option:
+        name, _, rest = text.partition(".")
+        key, sep, value = rest.partition("=")
+        if not (name and key and sep):
+            parser.error(f"--method-option: expected NAME.KEY=VALUE, got {text!r}")
+        try:
+            parsed = parse_option(name, key, value)
+        except ValueError as error:
+            parser.error(f"--method-option: {error}")
+        args.method_options.setdefault(name, {})[key] = parsed
+    return args

@@ -25,29 +25,11 @@ import time
 from pathlib import Path
 
 import numpy as np
-import torch
 
+from georag.experiments.ricci_bench import knn_edges
 from georag.perf.bench import bench_parser, peer_python, start
 from georag.perf.peers import GRC_PEER_SCRIPT
 from georag.resources import DEFAULT_MODEL
-
-
-def knn_edges(embeddings: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Undirected k-NN edges (each once, i < j) and their lengths ``1 - cos``."""
-    x = torch.nn.functional.normalize(embeddings.double(), dim=1)
-    n = x.shape[0]
-    pairs = []
-    for first in range(0, n, 1024):
-        sims = x[first : first + 1024] @ x.T
-        sims[torch.arange(sims.shape[0]), torch.arange(first, first + sims.shape[0])] = -2.0
-        nbrs = sims.topk(k, dim=1).indices
-        rows = torch.arange(first, first + sims.shape[0]).unsqueeze(1).expand_as(nbrs)
-        pairs.append(torch.stack([rows.reshape(-1), nbrs.reshape(-1)]))
-    edge = torch.cat(pairs, 1)
-    edge = torch.stack([edge.min(0).values, edge.max(0).values])
-    edge = torch.unique(edge, dim=1)
-    lengths = (1.0 - (x[edge[0]] * x[edge[1]]).sum(1)).clamp_min(0.0)
-    return edge, lengths
 
 
 class _Records(logging.Handler):

@@ -67,9 +67,8 @@ print(json.dumps({"runs": runs, "split": records[-1] if records else "", "source
 
 def scifact_graph(data_dir) -> tuple[np.ndarray, np.ndarray, int]:
     """SciFact's exact k-NN graph (k = 10): edges (2, E), lengths ``1 - cos`` (E,), nodes."""
-    from bench_sparse_ricci import knn_edges
-
     from georag.data.beir import load_beir
+    from georag.experiments.ricci_bench import knn_edges
     from georag.retrieval.candidates import corpus_embeddings
     from georag.retrieval.encoder import TextEncoder
 

@@ -68,96 +68,22 @@ import georag.perf.bench as harness
 from georag._io import atomic_write
 from georag.experiments.folds import learned_folds
 from georag.experiments.roles import CORPUS_TOP_K, needs_corpus, run_dataset
-from georag.experiments.sections import document
-from georag.experiments.selection import GEOMETRIC, ROLES, LearnedRun, selection_of
+from georag.experiments.sections import write_learned
+from georag.experiments.selection import LearnedRun, parse_args, selection_of
 from georag.experiments.significance import learned_rows, metrics_of
 from georag.experiments.tables import (
     learned_header,
-    learned_latex,
     learned_markdown,
     protocol_text,
     training_text,
 )
-from georag.experiments.training import add_training_options
 from georag.perf.timing import timed
-from georag.rerank.registry import parse_option
 from georag.resources import DEFAULT_MODEL
 from georag.retrieval.encoder import TextEncoder
 
 
-def parse_args(argv: list[str] | None = None):
-    """The command line, with ``method_options`` (``{method: {key: value}}``) parsed."""
-    parser = harness.bench_parser(__doc__, repeats=None, out="--json", device=False)
-    parser.set_defaults(threads=1)
-    parser.add_argument("--datasets", nargs="+", default=["scifact", "cranfield", "cisi"])
-    parser.add_argument(
-        "--methods",
-        nargs="+",
-        default=list(GEOMETRIC),
-        help="learnable geometric rerankers (registry names)",
-    )
-    parser.add_argument(
-        "--method-option",
-        action="append",
-        default=[],
-        metavar="NAME.KEY=VALUE",
-        help="a fixed config field of a learnable method in the tuned and learned rows "
-        "(repeatable; named in the section's heading)",
-    )
-    parser.add_argument(
-        "--roles",
-        nargs="+",
-        choices=ROLES,
-        default=list(ROLES),
-        help="the rows to compute besides dense (map: the map alone; named in the heading "
-        "unless all)",
-    )
-    parser.add_argument(
-        "--train-queries",
-        type=harness.non_negative_int,
-        default=0,
-        help="train and tune on a seeded subset of this many of each fold's training "
-        "queries (0: all; named in the heading)",
-    )
-    parser.add_argument(
-        "--jobs",
-        type=harness.positive_int,
-        default=1,
-        help="run the roles of a data set in this many processes (1 torch thread each); "
-        "the rows are the same as with 1",
-    )
-    parser.add_argument(
-        "--note",
-        default="",
-        help="a paragraph under the section's heading (e.g. how the run was sized, and why)",
-    )
-    parser.add_argument("--trials", type=int, default=50)
-    add_training_options(parser)
-    parser.add_argument("--work", default="runs/quality_learned")
-    parser.add_argument("--out", default="docs/learned_results.md")
-    parser.add_argument(
-        "--tex", help="also write the table of every section saved in --work as LaTeX here"
-    )
-    parser.add_argument(
-        "--render", action="store_true", help="only rewrite --out from the sections saved in --work"
-    )
-    args = parser.parse_args(argv)
-    args.method_options = {}
-    for text in args.method_option:
-        name, _, rest = text.partition(".")
-        key, sep, value = rest.partition("=")
-        if not (name and key and sep):
-            parser.error(f"--method-option: expected NAME.KEY=VALUE, got {text!r}")
-        try:
-            parsed = parse_option(name, key, value)
-        except ValueError as error:
-            parser.error(f"--method-option: {error}")
-        args.method_options.setdefault(name, {})[key] = parsed
-    return args
-
-
 def main(argv: list[str] | None = None) -> None:
-    args = parse_args(argv)
+    args = parse_args(argv, doc=__doc__)
     bench = harness.start(
         args, config={"datasets": args.datasets, "methods": args.methods}, device="cpu"
     )
@@ -203,21 +129,14 @@ def main(argv: list[str] | None = None) -> None:
         }
         atomic_write(path, json.dumps(saved, indent=1, default=str))
         print(learned_markdown(saved), flush=True)
-    sections = [json.loads(path.read_text()) for path in sorted(work.glob("*__*.json"))]
-    new = {s["title"]: learned_markdown(s) for s in sections}
-    out = Path(args.out)
-    old = out.read_text() if out.is_file() else ""
     header = learned_header(
         machine=platform.machine(),
         threads=torch.get_num_threads(),
         torch_version=torch.__version__,
         corpus_top_k=CORPUS_TOP_K,
     )
-    atomic_write(out, document(header, old, new))
-    if args.tex:
-        tables = [f"% {s['title']}\n{learned_latex(s)}" for s in sections]
-        atomic_write(Path(args.tex), "\n".join(tables))
-    bench.finish({"sections": sorted(new), "out": str(out)})
+    titles = write_learned(work, Path(args.out), header, Path(args.tex) if args.tex else None)
+    bench.finish({"sections": titles, "out": str(args.out)})
 
 
 if __name__ == "__main__":

@@ -109,19 +109,20 @@ def test_the_outcome_names_the_rows_that_beat_the_bar_and_those_that_lose():
     assert "map + head (+0.3691" in text and "1 of 2 geometric rows are significantly worse" in text
 
 
-def test_the_script_writes_the_table_and_the_plot(tmp_path, capsys, load_script):
-    script = load_script("scripts/quality/quality_combined.py")
+def test_the_document_holds_the_table_and_the_plot(tmp_path, capsys):
+    from georag.experiments.combined_doc import write_combined
+
     for source, rows in (("adds", ADDS), ("gar", GAR)):
         save_runs(tmp_path / source, runs_of(source, rows))
     assert load_runs(tmp_path / "gar" / "toy.runs.json.gz").source == "gar"
     sources = [str(tmp_path / s) for s in ("adds", "gar", "absent")]
     out = tmp_path / "doc" / "combined.md"
-    script.main(["--datasets", "toy", "--sources", *sources, "--out", str(out)])
+    write_combined(["toy"], sources, out=out, picture=out.with_suffix(".png"))
     text = out.read_text()
     assert "| map [gar] | gar | no |" in text and "`python gar.py`" in text
     assert f"{len(QUERIES)} report queries resolve only large differences" in text
     assert out.with_suffix(".png").read_bytes()[:4] == b"\x89PNG"
     save_runs(tmp_path / "gar", runs_of("gar", GAR, runs={"dense": ranked(1)}))
-    with pytest.raises(SystemExit, match="gar/toy.runs.json.gz: its dense row differs"):
-        script.main(["--datasets", "toy", "--sources", *sources, "--out", str(out)])
+    with pytest.raises(ValueError, match="gar/toy.runs.json.gz: its dense row differs"):
+        write_combined(["toy"], sources, out=out, picture=out.with_suffix(".png"))
     capsys.readouterr()

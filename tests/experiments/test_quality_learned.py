@@ -1,4 +1,5 @@
-"""scripts/quality/quality_learned.py: the command line makes the run it names (roles, training
+"""The command line of scripts/quality/quality_learned.py (georag.experiments.selection.parse_args)
+makes the run it names (roles, training
 subset, fixed options), refuses what it cannot run, and ``--render`` rewrites the results
 file from the saved sections, keeping the others, in Markdown and LaTeX.
 
@@ -11,13 +12,18 @@ import json
 
 import pytest
 
+from georag.experiments.sections import write_learned
 from georag.experiments.selection import ROLES, LearnedRun, selection_of
-from georag.experiments.tables import learned_markdown
+from georag.experiments.tables import learned_header, learned_markdown
+
+HEADER = {"machine": "x86_64", "threads": 1, "torch_version": "2", "corpus_top_k": 100}
 
 
 @pytest.fixture(scope="module")
-def q(load_script):
-    return load_script("scripts/quality/quality_learned.py")
+def q():
+    from georag.experiments import selection
+
+    return selection
 
 
 def _args(q, tmp_path, *extra):
@@ -67,7 +73,7 @@ def test_bad_options_stop_with_a_usage_error(q, argv, capsys):
     assert stop.value.code == 2 and "error:" in capsys.readouterr().err
 
 
-def test_render_rewrites_the_file_from_the_saved_sections(q, tmp_path):
+def test_render_rewrites_the_file_from_the_saved_sections(tmp_path):
     work, out, tex = tmp_path / "work", tmp_path / "learned.md", tmp_path / "learned.tex"
     work.mkdir()
     rows = [{"method": "dense", "queries": 3, "train_s": 0.0}]
@@ -87,7 +93,7 @@ def test_render_rewrites_the_file_from_the_saved_sections(q, tmp_path):
     other = "### scifact: learned_diffusion (300 report queries)\n\nkept as it was"
     stale = "### cisi: learned_ricci (3 report queries)\n\nan older run"
     out.write_text("# old title\n\n" + stale + "\n\n" + other + "\n")
-    q.main(["--render", "--work", str(work), "--out", str(out), "--tex", str(tex)])
+    write_learned(work, out, learned_header(**HEADER), tex)
     text = out.read_text()
     assert text.startswith("# Learned geometry: results\n\n")
     assert text.index(other) < text.index(learned_markdown(saved)) and "an older run" not in text
