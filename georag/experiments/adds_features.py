@@ -21,9 +21,14 @@ import torch
 
 from georag.batch import scores_to_run
 from georag.data.datasets import load_dataset
-from georag.rerank.doc_prior import relevant_elsewhere
-from georag.rerank.geo_features import HUB_FEATURES, POOL_FEATURES, hubness_features, pool_features
-from georag.rerank.ltr import rank_feature
+from georag.rerank.baselines.doc_prior import relevant_elsewhere
+from georag.rerank.baselines.ltr import rank_feature
+from georag.rerank.heads.geo_features import (
+    HUB_FEATURES,
+    POOL_FEATURES,
+    hubness_features,
+    pool_features,
+)
 from georag.resources import default_cache_dir
 from georag.retrieval.bm25 import BM25Index, tokenize
 from georag.retrieval.phrase_graph import PhraseGraph, build_phrase_graph, query_phrase_weights

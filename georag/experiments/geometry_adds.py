@@ -6,19 +6,19 @@ validation) and a report pool. On it, in this order:
 
 * ``dense``: the first-stage order;
 * ``prior``: dense + b * [the document is relevant to another training query], b chosen
-  on the validation queries (:mod:`georag.rerank.doc_prior`);
-* ``map``: the learned adapter (:class:`~georag.rerank.adapter.LearnedAdapter`), on the
+  on the validation queries (:mod:`georag.rerank.baselines.doc_prior`);
+* ``map``: the learned adapter (:class:`~georag.rerank.baselines.adapter.LearnedAdapter`), on the
   query side or on both sides (the better on validation), Adam, learned loss
   temperature, early stopping on the validation queries;
 * ``map+bm25``: the same with a learned BM25 weight, continued from ``map``;
-* ``map+prf``: Rocchio feedback in the mapped space (:mod:`georag.rerank.rocchio`),
+* ``map+prf``: Rocchio feedback in the mapped space (:mod:`georag.rerank.baselines.rocchio`),
   alpha and k chosen on validation;
-* ``ltr``: LambdaRank (:mod:`georag.rerank.ltr`) over the mapped and raw cosine, BM25,
+* ``ltr``: LambdaRank (:mod:`georag.rerank.baselines.ltr`) over the mapped and raw cosine, BM25,
   the first-stage rank and the prior, early stopping on validation;
-* residual geometric heads (:mod:`georag.rerank.residual_heads`) on ``map`` and
+* residual geometric heads (:mod:`georag.rerank.heads.residual_heads`) on ``map`` and
   ``map+bm25``, trained end to end (the adapter's map and weights too) from that
   baseline's trained state, zero at start: graph smoothing (k chosen on validation) and
-  the linear head over the geometric features (:mod:`georag.rerank.geo_features`);
+  the linear head over the geometric features (:mod:`georag.rerank.heads.geo_features`);
   ``ltr+geo``: the same features in LambdaRank (gradient-free); and the feature-drop
   rows (one feature left out at a time);
 * ``map+bm25 + phrase-PPR``: ``map+bm25 + w * PPR / max PPR``, the personalized PageRank
@@ -62,16 +62,16 @@ from georag.experiments.adds_features import (
 )
 from georag.experiments.folds import learned_folds, subset_training
 from georag.experiments.significance import holm_tests, interval_rows, per_query_arrays
-from georag.rerank.adapter import AdapterConfig, LearnedAdapter
-from georag.rerank.doc_prior import prior_scores
-from georag.rerank.ltr import LambdaRank, LambdaRankConfig
-from georag.rerank.residual_heads import (
+from georag.rerank.baselines.adapter import AdapterConfig, LearnedAdapter
+from georag.rerank.baselines.doc_prior import prior_scores
+from georag.rerank.baselines.ltr import LambdaRank, LambdaRankConfig
+from georag.rerank.baselines.rocchio import rocchio_scores
+from georag.rerank.heads.residual_heads import (
     FeatureHead,
     FeatureHeadConfig,
     GraphSmoothing,
     GraphSmoothingConfig,
 )
-from georag.rerank.rocchio import rocchio_scores
 from georag.retrievers.phrase_ppr import residual_scores
 from train.losses import ndcg_at_k, ranking_loss
 from train.pools import holdout_split

@@ -27,7 +27,7 @@ from georag.eval.references import networkx_maniscope
 from georag.eval.synthetic import clustered_unit_rows, unit_rows
 from georag.geometry.diffusion import edge_index_to_csr, personalized_pagerank
 from georag.perf.bench import Bench
-from georag.rerank.maniscope import Maniscope, ManiscopeConfig
+from georag.rerank.geometric.maniscope import Maniscope, ManiscopeConfig
 
 RESULTS: dict[str, dict] = {}
 

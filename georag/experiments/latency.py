@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _rerankers(methods: list[str]) -> dict:
-    from georag.rerank.hyte import HyTEReranker
+    from georag.rerank.geometric.hyte import HyTEReranker
     from georag.rerank.registry import make_reranker
 
     out = {}
@@ -45,7 +45,7 @@ def _ricci_kept(batch, count: int, single: bool, backend: str = "auto"):
     """Georag's kept mask in graph-node order (nodes 1..20) for the first ``count`` queries."""
     import torch
 
-    from georag.rerank.ricci_filtration import RicciFiltration, RicciFiltrationConfig
+    from georag.rerank.geometric.ricci_filtration import RicciFiltration, RicciFiltrationConfig
 
     ricci = RicciFiltration(RicciFiltrationConfig(backend=backend))
     cfg = ricci.config
@@ -67,7 +67,7 @@ def _peers(pool, spec: dict, bench) -> dict:
     from georag.eval.references import networkx_diffusion, networkx_maniscope
     from georag.eval.synthetic import top_pool
     from georag.perf.peers import run_peer
-    from georag.rerank.ricci_filtration import query_graphs
+    from georag.rerank.geometric.ricci_filtration import query_graphs
 
     n = spec["peer_queries"]
     rows = {}

@@ -36,7 +36,7 @@ FILTER_FLOW = {"method": "sinkhorn", "accuracy": None}
 def scifact_graphs(data_dir: str | None, splits: list[str], limit: int) -> torch.Tensor:
     """Adjacency (B, 21, 21) of the first ``limit`` judged SciFact queries."""
     from georag.data.beir import load_beir
-    from georag.rerank.ricci_filtration import query_graphs
+    from georag.rerank.geometric.ricci_filtration import query_graphs
     from georag.retrieval.candidates import build_candidate_pool
 
     graphs = []
@@ -133,7 +133,7 @@ def peer_rows(
         curvature at the default and the certified Sinkhorn settings.
     """
     from georag.geometry.ricci import SINKHORN_ACCURACY, ollivier_ricci
-    from georag.rerank.ricci_filtration import RicciFiltrationConfig
+    from georag.rerank.geometric.ricci_filtration import RicciFiltrationConfig
 
     cfg = RicciFiltrationConfig()
     rows, parity = [], []

@@ -294,7 +294,7 @@ def corpus_graph_case(kernel: str, size: str, x, label, args) -> tuple[dict, dic
 
 def lorentz_case(kernel: str, size: str, x, label, args) -> tuple[dict, dict]:
     from georag.models.hyte import HyTEEncoder
-    from georag.rerank.hyte import build_index
+    from georag.rerank.geometric.hyte import build_index
 
     texts = corpus_texts(size, label, args)
     queries = list(scifact_dataset(args.data_dir).queries.values())

@@ -5,7 +5,7 @@ synthetic pool (scores only depend on shapes): the learned adapter (map alone; m
 with its BM25 weight), Rocchio feedback, LambdaRank inference (5 features), the graph
 smoothing head and the linear geometric head on the adapter's scores, and the feature
 computations (BM25 pool scores over a 5000-document corpus, the pool geometry of
-:func:`~georag.rerank.geo_features.pool_features`, the hubness against 800 training
+:func:`~georag.rerank.heads.geo_features.pool_features`, the hubness against 800 training
 queries). Threads pinned (``--threads``); wall and process CPU milliseconds, the load
 average beside every figure.
 
@@ -25,16 +25,16 @@ import georag.perf.bench as harness
 from georag.eval.synthetic import random_batch
 from georag.experiments.adds_features import GEO_FEATURES, bm25_pool_scores
 from georag.perf.timing import measure
-from georag.rerank.adapter import AdapterConfig, LearnedAdapter
-from georag.rerank.geo_features import hubness_features, pool_features
-from georag.rerank.ltr import LambdaRank, LambdaRankConfig
-from georag.rerank.residual_heads import (
+from georag.rerank.baselines.adapter import AdapterConfig, LearnedAdapter
+from georag.rerank.baselines.ltr import LambdaRank, LambdaRankConfig
+from georag.rerank.baselines.rocchio import rocchio_scores
+from georag.rerank.heads.geo_features import hubness_features, pool_features
+from georag.rerank.heads.residual_heads import (
     FeatureHead,
     FeatureHeadConfig,
     GraphSmoothing,
     GraphSmoothingConfig,
 )
-from georag.rerank.rocchio import rocchio_scores
 from georag.retrieval.bm25 import BM25Index
 
 M, D = 100, 384

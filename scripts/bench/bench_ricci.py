@@ -51,7 +51,7 @@ def main() -> None:
         memory_child(args.memory_child, args.device)
         return
 
-    from georag.rerank.ricci_filtration import RicciFiltrationConfig
+    from georag.rerank.geometric.ricci_filtration import RicciFiltrationConfig
 
     cfg = RicciFiltrationConfig()
     n_peer = args.peer_graphs or args.batch

@@ -37,7 +37,7 @@ import json, sys, time, torch
 torch.set_num_threads(int(sys.argv[2]))
 import georag
 from georag.geometry.ricci import ricci_flow
-from georag.rerank.ricci_filtration import RicciFiltrationConfig, RicciFiltration
+from georag.rerank.geometric.ricci_filtration import RicciFiltrationConfig, RicciFiltration
 adjacency = torch.load(sys.argv[1])
 cfg = RicciFiltrationConfig()
 lengths = adjacency.float()

@@ -37,7 +37,7 @@ def main() -> None:
     bench = start(args, config={"graphs": args.graphs, "out": str(args.out)}, device="cpu")
     from georag.experiments.ricci_bench import scifact_graphs
     from georag.geometry.ricci import ricci_flow
-    from georag.rerank.ricci_filtration import RicciFiltrationConfig
+    from georag.rerank.geometric.ricci_filtration import RicciFiltrationConfig
 
     cfg = RicciFiltrationConfig()
     adjacency = scifact_graphs(args.data_dir, ["test"], args.graphs)
