@@ -30,6 +30,7 @@ __all__ = [
     "cv_rows",
     "cv_folds",
     "learned_folds",
+    "folds_from_args",
     "training_subset",
     "subset_training",
 ]
@@ -153,6 +154,23 @@ def learned_folds(
     if queries is not None and queries.batch.ids != pool.batch.query_ids:
         raise ValueError(f"{dataset}: pool and corpus queries differ in order")
     return cv_folds(pool, queries, folds=folds, val_fraction=val_fraction, seed=seed)
+
+
+def folds_from_args(
+    dataset: str, args, encoder, *, corpus: bool, val_fraction: float | None = None
+) -> list[Fold]:
+    """:func:`learned_folds` with a script's options (``--data-dir``, ``--folds``,
+    ``--val-fraction`` unless ``val_fraction`` is given, ``--seed``; those of
+    :func:`~georag.experiments.training.add_training_options`)."""
+    return learned_folds(
+        dataset,
+        data_dir=args.data_dir,
+        encoder=encoder,
+        corpus=corpus,
+        folds=args.folds,
+        val_fraction=args.val_fraction if val_fraction is None else val_fraction,
+        seed=args.seed,
+    )
 
 
 def cv_folds(

@@ -22,7 +22,7 @@ from pathlib import Path
 import torch
 
 from georag.batch import scores_to_run
-from georag.experiments.folds import learned_folds
+from georag.experiments.folds import folds_from_args
 from georag.experiments.runs import QueryRuns
 from georag.experiments.significance import holm_tests, interval_rows, per_query_arrays
 from georag.experiments.training import Training, fit
@@ -68,15 +68,7 @@ def run_dataset(dataset: str, args, encoder) -> dict:
     qrels: dict = {}
     report_ids: dict[str, list[str]] = {}
     train_s, notes = 0.0, []
-    folds = learned_folds(
-        dataset,
-        data_dir=args.data_dir,
-        encoder=encoder,
-        corpus=True,
-        folds=args.folds,
-        val_fraction=args.val_fraction,
-        seed=args.seed,
-    )
+    folds = folds_from_args(dataset, args, encoder, corpus=True)
     for train, _, _, report_q, label in folds:
         specs, spent, note = scorer_specs(train, args, Path(args.work) / dataset / label)
         train_s, notes = train_s + spent, notes + note

@@ -60,7 +60,7 @@ from georag.experiments.adds_features import (
     report_run,
     seen_queries,
 )
-from georag.experiments.folds import learned_folds, subset_training
+from georag.experiments.folds import folds_from_args, subset_training
 from georag.experiments.significance import holm_tests, interval_rows, per_query_arrays
 from georag.rerank.baselines.adapter import AdapterConfig, LearnedAdapter
 from georag.rerank.baselines.doc_prior import prior_scores
@@ -359,15 +359,7 @@ METRICS = ("ndcg@10", "recall@10", "mrr@10")
 def folds_of(dataset: str, args, encoder):
     """``(fit pool, report pool, label, qrels split)`` per fold
     (:func:`~georag.experiments.folds.learned_folds`; scifact: a seeded ``--train-queries``)."""
-    folds = learned_folds(
-        dataset,
-        data_dir=args.data_dir,
-        encoder=encoder,
-        corpus=False,
-        folds=args.folds,
-        val_fraction=0.2,
-        seed=args.seed,
-    )
+    folds = folds_from_args(dataset, args, encoder, corpus=False, val_fraction=0.2)
     if dataset == "scifact":
         folds, _ = subset_training(folds, args.train_queries, seed=0)
     split = "train" if dataset == "scifact" else "test"
