@@ -40,3 +40,11 @@ def data_dir() -> Path:
 def embedding_cache_dir(tmp_path_factory) -> Path:
     """One embedding cache for the whole test run, so each corpus is encoded once."""
     return tmp_path_factory.mktemp("georag-cache")
+
+
+@pytest.fixture(scope="session")
+def text_encoder():
+    """One all-MiniLM-L6-v2 encoder for the whole run: the model loads once."""
+    from georag.retrieval.encoder import TextEncoder
+
+    return TextEncoder(show_progress=False)

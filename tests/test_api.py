@@ -11,10 +11,8 @@ from georag.rerank.registry import make_reranker
 
 
 @pytest.fixture(scope="module")
-def encoder():
-    from georag.retrieval.encoder import TextEncoder
-
-    return TextEncoder(show_progress=False)
+def encoder(text_encoder):
+    return text_encoder  # the session's encoder (tests/conftest.py)
 
 
 @pytest.fixture(scope="module")

@@ -24,10 +24,8 @@ REPORT = "musique_qa100"
 
 
 @pytest.fixture(scope="module")
-def encoder():
-    from georag.retrieval.encoder import TextEncoder
-
-    return TextEncoder(show_progress=False)
+def encoder(text_encoder):
+    return text_encoder  # the session's encoder (tests/conftest.py)
 
 
 def test_concat_pools_keeps_every_query_in_order(labelled_pool):

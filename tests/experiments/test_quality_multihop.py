@@ -29,10 +29,8 @@ def mh():
 
 
 @pytest.fixture(scope="module")
-def encoder():
-    from georag.retrieval.encoder import TextEncoder
-
-    return TextEncoder(show_progress=False)
+def encoder(text_encoder):
+    return text_encoder  # the session's encoder (tests/conftest.py)
 
 
 def _present(data_dir: Path, name: str) -> bool:

@@ -21,8 +21,8 @@ MPNET = _parts_installed()
 
 
 @pytest.fixture(scope="module")
-def encoder():
-    return georag.TextEncoder(show_progress=False)
+def encoder(text_encoder):
+    return text_encoder  # the session's encoder (tests/conftest.py)
 
 
 @pytest.fixture(scope="module")
