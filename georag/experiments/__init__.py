@@ -27,6 +27,7 @@ Modules (each one concern; the scripts under ``scripts/`` are their command line
 * the benchmark cases that time layers above :mod:`georag.perf`:
   :mod:`~georag.experiments.scale` (corpus growth), :mod:`~georag.experiments.latency`
   (every method, in child processes), :mod:`~georag.experiments.ricci_bench`,
+  :mod:`~georag.experiments.ricci_trees` (one kernel by several source trees),
   :mod:`~georag.experiments.graph_bench`, :mod:`~georag.experiments.entity_bench`.
 
 The package sits above :mod:`georag.eval` and the ``train`` package (it imports both);

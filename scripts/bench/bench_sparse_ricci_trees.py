@@ -23,85 +23,11 @@ builds it) or a graph file of scripts/bench/bench_scale.py (``--work`` folder,
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
-import sys
-import tempfile
 from pathlib import Path
 
-import numpy as np
-
+from georag.experiments.ricci_trees import compare_trees, saved_graph, scifact_graph
 from georag.perf.bench import bench_parser, start
-
-RUNNER = """
-import inspect, json, logging, os, sys, time
-import numpy as np, torch
-torch.set_num_threads(int(sys.argv[4]))
-try:
-    from georag.geometry.ricci.sparse import sparse_ollivier_ricci
-except ImportError:  # trees before the Ricci package
-    from georag.geometry.sparse_ricci import sparse_ollivier_ricci
-graph = np.load(sys.argv[1])
-edges, lengths = torch.from_numpy(graph["edges"]), torch.from_numpy(graph["lengths"])
-n = int(graph["num_nodes"])
-records = []
-handler = logging.Handler()
-handler.emit = lambda record: records.append(record.getMessage())
-for name in ("georag.geometry.ricci.sparse", "georag.geometry.sparse_ricci"):
-    logging.getLogger(name).addHandler(handler)
-    logging.getLogger(name).setLevel(logging.INFO)
-method = sys.argv[5]
-sparse_ollivier_ricci(edges[:, :10], lengths[:10], n, method=method)  # compiled and loaded
-runs = []
-for _ in range(int(sys.argv[3])):
-    records.clear()
-    cpu, wall = time.process_time(), time.perf_counter()
-    kappa = sparse_ollivier_ricci(edges, lengths, n, method=method)
-    runs.append([time.process_time() - cpu, time.perf_counter() - wall, os.getloadavg()[0]])
-np.save(sys.argv[2], kappa.numpy())
-source = inspect.getsourcefile(sparse_ollivier_ricci)
-print(json.dumps({"runs": runs, "split": records[-1] if records else "", "source": source}))
-"""
-
-
-def scifact_graph(data_dir) -> tuple[np.ndarray, np.ndarray, int]:
-    """SciFact's exact k-NN graph (k = 10): edges (2, E), lengths ``1 - cos`` (E,), nodes."""
-    from georag.data.beir import load_beir
-    from georag.experiments.ricci_bench import knn_edges
-    from georag.retrieval.candidates import corpus_embeddings
-    from georag.retrieval.encoder import TextEncoder
-
-    dataset = load_beir("scifact", split="test", data_dir=data_dir)
-    texts = [doc.full_text for doc in dataset.corpus.values()]
-    embeddings, _ = corpus_embeddings(texts, TextEncoder())
-    edges, lengths = knn_edges(embeddings, 10)
-    return edges.numpy(), lengths.numpy(), embeddings.shape[0]
-
-
-def saved_graph(path: Path) -> tuple[np.ndarray, np.ndarray, int]:
-    """A graph file of bench_scale.py: edges (2, E), lengths (E,) float64, nodes."""
-    graph = np.load(path)
-    edges, lengths = graph["edges"], graph["lengths"].astype(np.float64)
-    return edges, lengths, int(edges.max()) + 1
-
-
-def run_tree(tree: Path, graph: Path, out: Path, repeats: int, threads: int, method: str):
-    """One tree's runs in its own process; returns its JSON line and curvatures."""
-    env = dict(os.environ, PYTHONPATH=str(tree.resolve()), OMP_NUM_THREADS=str(threads))
-    done = subprocess.run(
-        [sys.executable, "-c", RUNNER, str(graph), str(out), str(repeats), str(threads), method],
-        env=env,
-        cwd=out.parent,  # not the caller's folder, which "-c" would put first on sys.path
-        capture_output=True,
-        text=True,
-    )
-    if done.returncode:
-        raise SystemExit(f"georag: error: --trees {tree}: {done.stderr.strip().splitlines()[-1]}")
-    line = json.loads(done.stdout.strip().splitlines()[-1])
-    if not Path(line["source"]).resolve().is_relative_to(tree.resolve()):
-        raise SystemExit(f"georag: error: --trees {tree}: ran {line['source']} instead")
-    return line, np.load(out)
 
 
 def main() -> None:
@@ -124,22 +50,19 @@ def main() -> None:
             parser.error(f"--graph {args.graph}: not a bench_scale graph file ({error})")
     count = edges.shape[1]
     print(f"# graph {args.graph}: {n} nodes, {count} undirected edges")
-    runs = [(tree, "exact") for tree in args.trees]
-    if args.pot:
-        runs.append((args.trees[-1], "pot"))
-    rows, first = [], None
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "graph.npz"
-        np.savez(path, edges=edges, lengths=lengths, num_nodes=n)
-        for k, (tree, method) in enumerate(runs):
-            line, kappa = run_tree(
-                tree, path, Path(tmp) / f"k{k}.npy", args.repeats, bench.threads.threads, method
-            )
-            cpu = [r[0] for r in line["runs"]]
-            first = kappa if first is None else first
-            ms = 1e3 * float(np.median(cpu)) / count
-            rows.append((f"{tree} ({method})", ms, line, float(np.abs(kappa - first).max())))
-            print(f"# {tree} ({method}, {line['source']}): {line['split']}")
+    try:
+        rows = compare_trees(
+            args.trees,
+            edges,
+            lengths,
+            n,
+            repeats=args.repeats,
+            threads=bench.threads.threads,
+            pot=args.pot,
+            log=lambda row: print(f"# {row[0][:-1]}, {row[2]['source']}): {row[2]['split']}"),
+        )
+    except ValueError as error:
+        raise SystemExit(f"georag: error: {error}") from None
     base = rows[0][1]
     print(
         "\n| tree | CPU ms per edge (median) | ratio to the first | CPU s per run | wall s per run "

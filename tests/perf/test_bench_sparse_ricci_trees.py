@@ -1,6 +1,7 @@
-"""scripts/bench/bench_sparse_ricci_trees.py on a small graph file: each tree runs its own
-code, the same tree twice gives the same curvatures, POT agrees, and a folder without georag
-is refused."""
+"""Sparse curvature by several source trees (georag.experiments.ricci_trees, the measurement
+of scripts/bench/bench_sparse_ricci_trees.py) on a small graph file: each tree runs its own
+code, the same tree twice gives the same curvatures, POT agrees; the script refuses a folder
+without georag and a bad graph file."""
 
 from __future__ import annotations
 
@@ -34,13 +35,14 @@ def run(*args: str) -> subprocess.CompletedProcess:
 
 
 def test_two_runs_of_one_tree_agree_with_each_other_and_with_pot(tmp_path):
+    from georag.experiments.ricci_trees import compare_trees, saved_graph
+
     small_graph(tmp_path / "g.npz")
-    done = run("--graph", str(tmp_path / "g.npz"), "--trees", ".", ".", "--repeats", "1", "--pot")
-    assert done.returncode == 0, done.stderr
-    assert f"(exact, {ROOT / 'georag/geometry/ricci/sparse.py'})" in done.stdout
-    rows = [line for line in done.stdout.splitlines() if line.startswith("| . (")]
-    assert [row.split(" | ")[0] for row in rows] == ["| . (exact)", "| . (exact)", "| . (pot)"]
-    differences = [float(row.rstrip(" |").rsplit(" | ", 1)[1]) for row in rows]
+    edges, lengths, n = saved_graph(tmp_path / "g.npz")
+    rows = compare_trees([ROOT, ROOT], edges, lengths, n, repeats=1, threads=1, pot=True)
+    assert [row[0] for row in rows] == [f"{ROOT} (exact)", f"{ROOT} (exact)", f"{ROOT} (pot)"]
+    assert rows[0][2]["source"] == str(ROOT / "georag/geometry/ricci/sparse.py")
+    differences = [row[3] for row in rows]
     assert differences[:2] == [0.0, 0.0]
     assert differences[2] <= 1e-9
 
