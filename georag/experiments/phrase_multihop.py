@@ -127,6 +127,7 @@ class Fold:
         self.tune()
 
     def scorer(self, queries: QuerySet, **knobs) -> PhrasePPR:
+        """PhrasePPR over this fold's map, fitted on the corpus of ``queries``."""
         config = PhrasePPRConfig(map=str(self.map_path), **knobs)
         return PhrasePPR(config).fit(queries.corpus)
 
@@ -147,6 +148,7 @@ class Fold:
 
     @staticmethod
     def lexical(queries: QuerySet) -> torch.Tensor:
+        """BM25 of every corpus row over each query's largest, ``(B, N)``."""
         corpus = queries.corpus
         index = BM25Index.build([f"{t} {x}" for t, x in zip(corpus.titles, corpus.texts)])
         return bm25_scores(index, queries.batch.texts, len(corpus.doc_ids))
@@ -234,6 +236,7 @@ class Fold:
         }
 
     def knobs(self) -> dict:
+        """The fold's tuned knobs, the map's validation and training seconds, the tuning."""
         return {
             "bm25_weight": self.b,
             "phrase_ppr": {"passage_weight": self.ppr[0], "weight": self.ppr[1]},
@@ -353,6 +356,7 @@ NAMES = {
 
 
 def markdown(rows: list[dict], metrics: tuple[str, ...], seconds: dict) -> str:
+    """The table of :func:`statistics`' rows, with each row's training seconds."""
     best, tested = rows[0]["best_baseline"], NAMES[metrics[0]]
     head = (
         "| method | "

@@ -84,12 +84,14 @@ def centres_file(work: Path, data_dir, count: int, dataset: str = "scifact") -> 
 
 
 def scifact_dataset(data_dir, dataset: str = "scifact"):
+    """The BEIR set ``dataset`` (test split), SciFact by default."""
     from georag.data.beir import load_beir
 
     return load_beir(dataset, split="test", data_dir=data_dir)
 
 
 def scifact_embeddings(data_dir, dataset: str = "scifact") -> np.ndarray:
+    """all-MiniLM-L6-v2 embeddings ``(N, 384) float32`` of the set's documents (the cache)."""
     from georag.retrieval.candidates import corpus_embeddings
     from georag.retrieval.encoder import TextEncoder
 
@@ -124,6 +126,8 @@ def corpus(size: str, work: Path, data_dir, centres: int, fitted_on: str, docs_p
 
 
 def corpus_texts(size: str, label, args) -> list[str]:
+    """A text per document of ``size``: SciFact's own, or for a synthetic corpus a
+    random SciFact text of each document's fitted cluster ``label (N,)``."""
     texts = [doc.full_text for doc in scifact_dataset(args.data_dir).corpus.values()]
     if size == "scifact":
         return texts
@@ -148,6 +152,7 @@ def ivf_knn(x: np.ndarray, k: int):
 
 
 def graph_path(size: str, args) -> Path:
+    """The file of the IVF k-NN graph of ``size`` in ``--work``."""
     grown = "" if args.docs_per_centre is None else f"_per{args.docs_per_centre:g}"
     return (
         Path(args.work) / f"ivf_graph_{size}_{args.centres_dataset}{args.centres}{grown}_k{K}.npz"
@@ -155,6 +160,7 @@ def graph_path(size: str, args) -> Path:
 
 
 def save_graph(path: Path, sims: np.ndarray, neighbours: np.ndarray) -> None:
+    """Save the undirected edges and lengths of a k-NN search ``(N, k + 1)`` atomically."""
     edges, lengths = edges_of(neighbours, sims)
     tmp = path.with_suffix(".tmp.npz")
     np.savez(tmp, edges=edges, lengths=lengths)
@@ -171,6 +177,7 @@ def ivf_graph(size: str, x: np.ndarray, args) -> tuple[np.ndarray, np.ndarray]:
 
 
 def knn_case(kernel: str, size: str, x, label, args) -> tuple[dict, dict]:
+    """The corpus k-NN graph by faiss flat or IVF search; IVF's recall@10 against flat."""
     import faiss
 
     if kernel == "knn_flat":
@@ -193,6 +200,8 @@ def knn_case(kernel: str, size: str, x, label, args) -> tuple[dict, dict]:
 
 
 def ppr_case(kernel: str, size: str, x, label, args) -> tuple[dict, dict]:
+    """Whole-graph PPR of :data:`QUERIES` seeds: georag's sparse path, or igraph's prpack
+    one seed at a time."""
     import torch
 
     edges, lengths = ivf_graph(size, x, args)
@@ -223,6 +232,8 @@ def ppr_case(kernel: str, size: str, x, label, args) -> tuple[dict, dict]:
 
 
 def ricci_case(kernel: str, size: str, x, label, args) -> tuple[dict, dict]:
+    """Sparse exact curvature of sampled edges (max difference to POT), or
+    GraphRicciCurvature's on the first of them in the peers' python (difference to georag)."""
     import torch
 
     from georag.geometry.ricci.sparse import sparse_ollivier_ricci
@@ -276,6 +287,7 @@ def ricci_case(kernel: str, size: str, x, label, args) -> tuple[dict, dict]:
 
 
 def corpus_graph_case(kernel: str, size: str, x, label, args) -> tuple[dict, dict]:
+    """The GAR corpus graph (k = :data:`GAR_K`) from the embeddings or the texts."""
     import torch
 
     from georag.retrieval.corpus_graph import bm25_neighbours, dense_neighbours
@@ -293,6 +305,7 @@ def corpus_graph_case(kernel: str, size: str, x, label, args) -> tuple[dict, dic
 
 
 def lorentz_case(kernel: str, size: str, x, label, args) -> tuple[dict, dict]:
+    """HyTE-H Lorentz index build, then search at B=1 and batched."""
     from georag.models.hyte import HyTEEncoder
     from georag.rerank.geometric.hyte import build_index
 
@@ -332,6 +345,7 @@ CASES = {
 
 
 def run_case(kernel: str, size: str, threads: int, args) -> dict:
+    """One case at ``threads`` threads: its timings per unit, peak RSS and load averages."""
     import faiss
     import torch
 
