@@ -246,9 +246,28 @@ class EntityGraph:
         progress : bool
         """
         _check_corpus(doc_ids, titles, texts)
+        rows = range(self.num_passages)
+        return self._rebuild(rows, (doc_ids, titles, texts), encode, progress)
+
+    def remove(
+        self, rows: Sequence[int], encode: Encoder | None = None, *, progress: bool = False
+    ) -> EntityGraph:
+        """This corpus without the passages at ``rows`` (the others keep their order): the
+        graph :func:`build_entity_graph` gives for them. spaCy does not run; ``encode`` is
+        needed only when a phrase without an embedding appears (an n-gram under ``max_df``)."""
+        drop = set(rows)
+        keep = [i for i in range(self.num_passages) if i not in drop]
+        if not keep or not drop <= set(range(self.num_passages)):
+            raise ValueError(f"rows: need some of the {self.num_passages} rows, not all")
+        return self._rebuild(keep, ([], [], []), encode, progress)
+
+    def _rebuild(self, keep, new, encode, progress) -> EntityGraph:
+        """The graph of this corpus' rows ``keep`` followed by ``new`` (ids, titles, texts)."""
         n, old = self.num_passages, self.corpus.tolist()
-        corpus = old[:n] + [*doc_ids], old[n : 2 * n] + [*titles], old[2 * n :] + [*texts]
-        spacy_found = [set(found.split("\n")) - {""} for found in self.spacy_found.tolist()]
+        columns = old[:n], old[n : 2 * n], old[2 * n :]
+        corpus = tuple([c[i] for i in keep] + [*extra] for c, extra in zip(columns, new))
+        found = self.spacy_found.tolist()
+        spacy_found = [set(found[i].split("\n")) - {""} for i in keep] if found else []
         known = None if self.phrase_embeddings is None else (self.phrases, self.phrase_embeddings)
         return _assemble(corpus, spacy_found, self.config, encode, known, progress)
 

@@ -35,6 +35,7 @@ __all__ = [
     "FUSIONS",
     "EntityGraphOptions",
     "EntityGraphRetriever",
+    "entity_graph_folder",
     "entity_graph_for",
     "fused_scores",
     "fusion_base",
@@ -115,6 +116,20 @@ def _encoder(model: str):
     return TextEncoder(model)
 
 
+def entity_graph_folder(corpus: Corpus, options: EntityGraphOptions) -> Path | None:
+    """Where :func:`entity_graph_for` caches the graph of ``corpus`` (None without a cache):
+    ``corpus.cache_dir/graphs``, keyed by the graph config, the encoder and the corpus."""
+    if corpus.cache_dir is None:
+        return None
+    fingerprint = corpus_fingerprint(corpus.doc_ids, corpus.titles, corpus.texts)
+    key = json.dumps(
+        {"config": asdict(options.graph_config()), "model": options.model, "corpus": fingerprint},
+        sort_keys=True,
+    )
+    name = hashlib.sha256(key.encode()).hexdigest()[:32]
+    return Path(corpus.cache_dir) / "graphs" / f"entity-graph-{name}"
+
+
 def entity_graph_for(corpus: Corpus, options: EntityGraphOptions) -> EntityGraph:
     """The entity-passage graph of ``corpus``: ``options.graph`` loaded and checked against
     the corpus, else loaded from or built into ``corpus.cache_dir/graphs`` (keyed by the
@@ -123,19 +138,12 @@ def entity_graph_for(corpus: Corpus, options: EntityGraphOptions) -> EntityGraph
     if options.graph is not None:
         return load_entity_graph(options.graph, fingerprint=fingerprint)
     config = options.graph_config()
-    folder = None
-    if corpus.cache_dir is not None:
-        key = json.dumps(
-            {"config": asdict(config), "model": options.model, "corpus": fingerprint},
-            sort_keys=True,
-        )
-        name = hashlib.sha256(key.encode()).hexdigest()[:32]
-        folder = Path(corpus.cache_dir) / "graphs" / f"entity-graph-{name}"
-        if folder.is_dir():
-            try:
-                return load_entity_graph(folder, fingerprint=fingerprint)
-            except ValueError:
-                pass  # a corrupt cache entry is rebuilt
+    folder = entity_graph_folder(corpus, options)
+    if folder is not None and folder.is_dir():
+        try:
+            return load_entity_graph(folder, fingerprint=fingerprint)
+        except ValueError:
+            pass  # a corrupt cache entry is rebuilt
     encoder = _encoder(options.model)  # phrase embeddings: for linking and synonym edges
     graph = build_entity_graph(
         corpus.doc_ids,
