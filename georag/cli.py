@@ -153,12 +153,34 @@ def _build_parser() -> argparse.ArgumentParser:
     sweep.add_argument("--out", default="runs/sweep", help="output folder (default runs/sweep)")
     sweep.add_argument("--wandb", action="store_true", help="log the table and plot to W&B")
 
-    index = sub.add_parser("index", help="build and save the first-stage indexes of a corpus")
-    index.add_argument("--dataset", required=True, help="data set name or BEIR folder")
+    index = sub.add_parser(
+        "index",
+        help="build a corpus index (or: index add / index delete to update one live)",
+    )
+    source = index.add_mutually_exclusive_group()
+    source.add_argument("--corpus", type=Path, help='JSONL of {"id", "title"?, "text"} objects')
+    source.add_argument("--dataset", help="data set name or BEIR folder")
     index.add_argument("--data-dir", help="where data set names resolve")
-    index.add_argument("--out", required=True, type=Path, help="index folder")
+    index.add_argument("--out", type=Path, help="index folder")
     index.add_argument("--kind", choices=["flat", "ivf"], default="flat", help="faiss index")
     index.add_argument("--model", default=DEFAULT_MODEL, help="embedding model")
+    index.add_argument(
+        "--graph",
+        nargs="+",
+        default=[],
+        metavar="GRAPH",
+        help="graphs the index holds for the graph retrievers: passage (iso, ppr_global), "
+        "phrase (phrase_ppr), entity:EXTRACTORS (hipporag2, iso_entity; e.g. entity:title, "
+        "entity:title,spacy), hyte (the HyTE-H Lorentz index)",
+    )
+    update = index.add_subparsers(dest="action", parser_class=_Parser)
+    add = update.add_parser("add", help="add the documents of a JSONL file to an index")
+    add.add_argument("--index", required=True, type=Path, help="index folder")
+    add.add_argument("documents", type=Path, help='JSONL of {"id", "title"?, "text"} objects')
+    delete = update.add_parser("delete", help="delete documents from an index by id")
+    delete.add_argument("--index", required=True, type=Path, help="index folder")
+    delete.add_argument("ids", nargs="*", help="document ids")
+    delete.add_argument("--ids-file", type=Path, help="a file of ids, one a line")
     index.add_argument(
         "--hyperbolic",
         action="store_true",
@@ -194,6 +216,11 @@ def _build_parser() -> argparse.ArgumentParser:
         help="for a dense/BM25 index (a Lorentz index always runs its BM25 + Lorentz hybrid)",
     )
     search.add_argument("--alpha", type=float, help="Lorentz index: BM25 weight (default 0.5)")
+    search.add_argument(
+        "--method",
+        help="a corpus index: rank with this corpus method (e.g. hipporag2, iso+bi) instead "
+        "of the first stage",
+    )
     return parser
 
 
@@ -317,20 +344,53 @@ def _cmd_demo(args: argparse.Namespace) -> None:
 
 
 def _cmd_index(args: argparse.Namespace) -> None:
-    from georag.data.beir import load_beir
-
-    dataset = load_beir(args.dataset, data_dir=args.data_dir)
+    if args.action is not None:
+        _cmd_index_update(args)
+        return
+    if args.out is None:
+        raise ValueError("--out is required")
+    if args.corpus is None and args.dataset is None:
+        raise ValueError("--corpus or --dataset is required")
     if args.hyperbolic:
+        from georag.data.beir import load_beir
         from georag.rerank.geometric.hyte import HyTEConfig, build_index
 
+        if args.dataset is None:
+            raise ValueError("--hyperbolic: give the corpus as --dataset")
+        dataset = load_beir(args.dataset, data_dir=args.data_dir)
         docs = {doc_id: doc.full_text for doc_id, doc in dataset.corpus.items()}
         index = build_index(docs, args.out, HyTEConfig(weights=args.weights))
         print(f"indexed {len(index.texts)} chunks of {len(docs)} documents into {args.out}")
         return
-    from georag.retrieval.store import build_store
+    from georag.retrievers.index import build_index, documents_from_dataset, read_documents
 
-    store = build_store(dataset, args.out, model=args.model, kind=args.kind)
-    print(f"indexed {store.size} documents into {args.out}")
+    if args.corpus is not None:
+        documents = read_documents(args.corpus)
+    else:
+        from georag.data.datasets import load_dataset
+
+        documents = documents_from_dataset(load_dataset(args.dataset, data_dir=args.data_dir))
+    index = build_index(documents, args.out, model=args.model, kind=args.kind, graphs=args.graph)
+    graphs = ", ".join(index.graphs) or "none"
+    print(f"indexed {index.size} documents into {args.out} (graphs: {graphs})")
+
+
+def _cmd_index_update(args: argparse.Namespace) -> None:
+    from georag.retrievers.index import read_documents, update_index
+
+    if args.action == "add":
+        index = update_index(args.index, add=read_documents(args.documents))
+        print(f"added; {args.index} holds {index.size} documents ({index.generation.name})")
+        return
+    ids = list(args.ids)
+    if args.ids_file is not None:
+        if not args.ids_file.is_file():
+            raise ValueError(f"--ids-file: no such file {args.ids_file}")
+        ids += [line.strip() for line in args.ids_file.read_text().splitlines() if line.strip()]
+    if not ids:
+        raise ValueError("delete: give ids or --ids-file")
+    index = update_index(args.index, delete=ids)
+    print(f"deleted; {args.index} holds {index.size} documents ({index.generation.name})")
 
 
 def _is_lorentz_index(folder: Path) -> bool:
@@ -362,10 +422,22 @@ def _cmd_search(args: argparse.Namespace) -> None:
             (index.chunk_ids[j], s, index.texts[j])
             for s, j in zip(scores[0].tolist(), rows[0].tolist())
         ]
+    elif args.method is not None:
+        from georag.retrievers.retriever import Retriever
+
+        retriever = Retriever(args.index, method=args.method)
+        print(f"index {args.index}: method {args.method} (higher is better)")
+        hits = [(d.id, d.score, d.text) for d in retriever.retrieve(query, k=args.k)]
     else:
+        from georag.retrieval.generations import is_root
         from georag.retrieval.store import IndexStore
 
-        store = IndexStore.load(args.index)
+        if is_root(args.index):
+            from georag.retrievers.index import CorpusIndex
+
+            store = CorpusIndex.open(args.index).store()
+        else:
+            store = IndexStore.load(args.index)
         print(f"index {args.index}: {_SEARCH_MODES[args.first_stage]}")
         hits = store.search(query, k=args.k, first_stage=args.first_stage)
     for rank, (doc_id, score, text) in enumerate(hits, start=1):
