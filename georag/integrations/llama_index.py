@@ -1,4 +1,4 @@
-"""LlamaIndex: any georag reranker as a node postprocessor.
+"""LlamaIndex: any georag reranker as a node postprocessor, a georag index as a retriever.
 
 ``GeoragNodePostprocessor`` is a
 :class:`llama_index.core.postprocessor.types.BaseNodePostprocessor`, the hook LlamaIndex's
@@ -7,18 +7,24 @@ call :meth:`postprocess_nodes`. The kept nodes come back best first as new
 :class:`~llama_index.core.schema.NodeWithScore` objects whose ``score`` is the georag score;
 nodes that a filter stage (Ricci-Filtration) drops are left out. The first-stage order the
 geometry starts from is the cosine under the reranker's encoder, not the retriever's score.
-Needs the ``llama-index`` extra (``llama-index-core``).
+``GeoragLlamaRetriever`` is a :class:`llama_index.core.retrievers.BaseRetriever` over a
+:class:`georag.Retriever`: ``retrieve(query)`` answers its top ``k`` as
+:class:`~llama_index.core.schema.NodeWithScore` of :class:`~llama_index.core.schema.TextNode`
+(``id_`` the document id, ``metadata["title"]``). Needs the ``llama-index`` extra
+(``llama-index-core``).
 """
 
 from __future__ import annotations
 
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
-from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle
+from llama_index.core.retrievers import BaseRetriever
+from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle, TextNode
 from pydantic import ConfigDict
 
 from georag.api import Reranker
+from georag.retrievers.retriever import Retriever
 
-__all__ = ["GeoragNodePostprocessor"]
+__all__ = ["GeoragLlamaRetriever", "GeoragNodePostprocessor"]
 
 
 class GeoragNodePostprocessor(BaseNodePostprocessor):
@@ -53,3 +59,26 @@ class GeoragNodePostprocessor(BaseNodePostprocessor):
         ]
         ranked = self.reranker.rank(query_bundle.query_str, docs, top_k=self.top_n)
         return [NodeWithScore(node=nodes[r.index].node, score=r.score) for r in ranked if r.kept]
+
+
+class GeoragLlamaRetriever(BaseRetriever):
+    """A georag index as a LlamaIndex retriever.
+
+    Parameters
+    ----------
+    retriever : georag.Retriever
+    k : int
+        Nodes per query.
+    """
+
+    def __init__(self, retriever: Retriever, k: int = 10, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.retriever, self.k = retriever, k
+
+    def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        return [
+            NodeWithScore(
+                node=TextNode(id_=d.id, text=d.text, metadata={"title": d.title}), score=d.score
+            )
+            for d in self.retriever.retrieve(query_bundle.query_str, k=self.k)
+        ]

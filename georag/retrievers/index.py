@@ -419,9 +419,7 @@ def update_index(
         generations.checkpoint("locked")
         old = CorpusIndex.open(root)
         generations.prune(root)  # what a writer killed before its switch left
-        encoder = encoder or TextEncoder(old.model)
-        old.check_encoder(encoder)
-        row = {d: i for i, d in enumerate(old.doc_ids)}
+        row = old.row_of
         unknown = [d for d in dict.fromkeys(delete) if d not in row]
         if unknown:
             raise ValueError(f"delete: unknown id(s) {unknown[:10]}")
@@ -432,6 +430,8 @@ def update_index(
             raise ValueError(f"add: id(s) already in the index {clash[:10]}")
         if not keep and not new_ids:
             raise ValueError("delete: would remove every passage of the index")
+        encoder = encoder or TextEncoder(old.model)
+        old.check_encoder(encoder)
         full = [_full(t, x) for t, x in zip(new_titles, new_texts)]
         fresh = encoder.encode(full, desc="new documents") if full else None
         generations.checkpoint("encoded")

@@ -169,11 +169,13 @@ class Retriever:
         self._root, self._pool = Path(index), pool_size
         self._write = threading.Lock()
         index_state = CorpusIndex.open(self._root)
+        self._method(index_state)  # a missing graph fails before the encoder loads
         self._encoder = TextEncoder(index_state.model, show_progress=False)
         index_state.check_encoder(self._encoder)
         self._state = self._fit(index_state)
 
-    def _fit(self, index: CorpusIndex) -> _State:
+    def _method(self, index: CorpusIndex):
+        """The first stage, built and checked against the graphs of ``index``."""
         method = make_method(self._first, self._options.get(self._first))
         graph = required_graph(method, index.model)
         if graph is not None and graph not in index.graphs:
@@ -182,6 +184,10 @@ class Retriever:
                 f"(it holds {list(index.graphs) or 'none'}); rebuild with "
                 f"'georag index ... --graph {' '.join([*index.graphs, graph])}'"
             )
+        return method
+
+    def _fit(self, index: CorpusIndex) -> _State:
+        method = self._method(index)
         method.fit(index.corpus())
         state = _State(index, method)
         self._search(state, ["index"], 1)  # loads what a method reads lazily, while its files exist
