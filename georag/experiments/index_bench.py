@@ -28,6 +28,7 @@ __all__ = [
     "eval_parity",
     "kill_during_update",
     "part_sizes",
+    "subset_folder",
     "time_add",
 ]
 
@@ -37,31 +38,38 @@ KILL_STEPS = ("locked", "encoded", "parts", "staged", "switched")
 _CHILD = """
 import json, sys
 request = json.loads(sys.argv[1])
-from georag.retrievers.index import CorpusIndex, build_index, update_index
+from georag.retrievers.index import build_index, read_documents, update_index
+docs = read_documents(request["docs"])
 if request["kind"] == "build":
     import time
     started = time.perf_counter()
-    build_index(request["docs"], request["out"], graphs=request["graphs"])
+    build_index(docs, request["out"], graphs=request["graphs"])
     hwm = [l for l in open("/proc/self/status") if l.startswith("VmHWM:")][0].split()[1]
     print(json.dumps({"build_s": time.perf_counter() - started, "peak_mib": int(hwm) / 1024}))
 else:
-    update_index(request["out"], add=request["docs"])
+    update_index(request["out"], add=docs)
 """
 
 
-def _child(request: dict, env: dict | None = None) -> subprocess.CompletedProcess:
+def _child(
+    request: dict, documents: list[dict], env: dict | None = None
+) -> subprocess.CompletedProcess:
+    """Run ``_CHILD`` on ``request``, the documents handed over in a JSONL file."""
     root = str(Path(__file__).resolve().parents[2])
     env = dict(os.environ, **(env or {}))
     env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
-    args = [sys.executable, "-c", _CHILD, json.dumps(request)]
-    return subprocess.run(args, capture_output=True, text=True, env=env, check=False)
+    with tempfile.TemporaryDirectory(prefix="georag-child-") as tmp:
+        path = Path(tmp) / "docs.jsonl"
+        path.write_text("".join(json.dumps(d) + "\n" for d in documents), encoding="utf-8")
+        args = [sys.executable, "-c", _CHILD, json.dumps({**request, "docs": str(path)})]
+        return subprocess.run(args, capture_output=True, text=True, env=env, check=False)
 
 
 def build_in_child(documents: list[dict], out: str | os.PathLike, graphs: list[str]) -> dict:
     """Build an index in a fresh process: ``build_s`` (in the child, imports excluded) and
     ``peak_mib`` (its ``VmHWM``); ``{"error": ...}`` on failure."""
-    request = {"kind": "build", "docs": documents, "out": str(out), "graphs": list(graphs)}
-    done = _child(request)
+    request = {"kind": "build", "out": str(out), "graphs": list(graphs)}
+    done = _child(request, documents)
     if done.returncode != 0:
         return {"error": (done.stderr.strip().splitlines() or ["?"])[-1]}
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -176,7 +184,7 @@ def kill_during_update(
     before = Retriever(index_dir, method).retrieve_batch(queries, k)
     found = {}
     for step in steps:
-        done = _child({"kind": "add", "docs": documents, "out": str(index_dir)}, {FAULT_ENV: step})
+        done = _child({"kind": "add", "out": str(index_dir)}, documents, {FAULT_ENV: step})
         try:
             now = Retriever(index_dir, method)
         except ValueError as err:
@@ -189,3 +197,26 @@ def kill_during_update(
             now.reload()
         found[step] = {**result, **compare(now.retrieve_batch(queries, k), before)}
     return found
+
+
+def subset_folder(dataset, folder: str | os.PathLike, *, docs: int, queries: int) -> Path:
+    """A BEIR folder of ``dataset``'s first ``queries`` judged queries and a corpus of their
+    judged passages followed by the first passages, ``docs`` in all (a small run)."""
+    folder = Path(folder)
+    ids = [q for q in dataset.queries if dataset.qrels.get(q)][:queries]
+    keep = list(dict.fromkeys([d for q in ids for d in dataset.qrels[q]] + list(dataset.corpus)))
+    keep = [d for d in keep if d in dataset.corpus][: max(docs, 1)]
+    ids = [q for q in ids if any(d in keep for d in dataset.qrels[q])]
+    (folder / "qrels").mkdir(parents=True, exist_ok=True)
+    corpus = (
+        json.dumps({"_id": d, "title": dataset.corpus[d].title, "text": dataset.corpus[d].text})
+        for d in keep
+    )
+    (folder / "corpus.jsonl").write_text("\n".join(corpus) + "\n")
+    lines = (json.dumps({"_id": q, "text": dataset.queries[q]}) for q in ids)
+    (folder / "queries.jsonl").write_text("\n".join(lines) + "\n")
+    judged = [f"{q}\t{d}\t{g}" for q in ids for d, g in dataset.qrels[q].items() if d in keep]
+    (folder / "qrels" / "test.tsv").write_text(
+        "query-id\tcorpus-id\tscore\n" + "\n".join(judged) + "\n"
+    )
+    return folder
