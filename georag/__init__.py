@@ -31,6 +31,7 @@ _EXPORTS = {
     "RerankResult": "georag.batch",
     "Retriever": "georag.retrievers.retriever",
     "RetrievedDoc": "georag.retrievers.retriever",
+    "build_index": "georag.retrievers.index",
     "scores_to_run": "georag.batch",
     "available_methods": "georag.rerank.registry",
     "make_reranker": "georag.rerank.registry",
