@@ -13,9 +13,9 @@ from the state before or after, never between. Another process's updates are pic
 
 Examples
 --------
->>> retriever = Retriever("runs/index", method="hipporag2")       # doctest: +SKIP
->>> retriever.retrieve("Who directed Inception?", k=5)[0].title   # doctest: +SKIP
-'Inception'
+>>> retriever = Retriever("runs/index", method="hipporag2")           # doctest: +SKIP
+>>> [d.id for d in retriever.retrieve("why do tides rise?", k=2)]     # doctest: +SKIP
+['d229', 'd010']
 """
 
 from __future__ import annotations
@@ -33,7 +33,23 @@ from georag.rerank.registry import is_retriever, make_method, make_reranker
 from georag.retrieval.encoder import TextEncoder
 from georag.retrievers.index import CorpusIndex, update_index
 
-__all__ = ["RetrievedDoc", "Retriever", "required_graph"]
+__all__ = ["INDEX_METHODS", "RetrievedDoc", "Retriever", "required_graph"]
+
+#: the corpus methods of the registry that run from an index
+INDEX_METHODS = (
+    "dense",
+    "bm25",
+    "hybrid",
+    "iso",
+    "ppr_global",
+    "phrase_ppr",
+    "hyte",
+    "hipporag2",
+    "iso_entity",
+    "learned_iso",
+    "learned_hipporag2",
+    "learned_iso_entity",
+)
 
 
 @dataclass(frozen=True)

@@ -41,23 +41,10 @@ from georag.experiments.index_bench import (
 )
 from georag.perf.bench import bench_parser, data_root, positive_int, start
 from georag.retrievers.index import documents_from_dataset, update_index
+from georag.retrievers.retriever import INDEX_METHODS
 
 SETS = ["2wikimultihopqa_hipporag", "scifact"]
 GRAPHS = ["passage", "phrase", "entity:title", "hyte"]
-METHODS = [
-    "dense",
-    "bm25",
-    "hybrid",
-    "iso",
-    "ppr_global",
-    "phrase_ppr",
-    "hyte",
-    "hipporag2",
-    "iso_entity",
-    "learned_iso",
-    "learned_hipporag2",
-    "learned_iso_entity",
-]
 
 
 def _table(title: str, found: dict[str, dict]) -> None:
@@ -116,7 +103,7 @@ def main() -> None:
     parser = bench_parser(__doc__, repeats=None, device=False)
     parser.add_argument("--sets", nargs="+", default=SETS, help="data sets (names)")
     parser.add_argument("--graphs", nargs="+", default=GRAPHS, help="graphs of the index")
-    parser.add_argument("--methods", nargs="+", default=METHODS, help="corpus methods")
+    parser.add_argument("--methods", nargs="+", default=list(INDEX_METHODS), help="corpus methods")
     parser.add_argument("--limit", type=positive_int, help="passages of a small cut (smoke)")
     parser.add_argument("--max-queries", type=positive_int, help="only the first N queries")
     args = parser.parse_args()

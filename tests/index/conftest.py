@@ -4,21 +4,11 @@ from __future__ import annotations
 
 import pytest
 
+from georag.retrievers.retriever import INDEX_METHODS
+
 GRAPHS = ["passage", "phrase", "entity:title"]
 #: every corpus method an index answers, but hyte (its own slow test)
-METHODS = [
-    "dense",
-    "bm25",
-    "hybrid",
-    "iso",
-    "ppr_global",
-    "phrase_ppr",
-    "hipporag2",
-    "iso_entity",
-    "learned_iso",
-    "learned_hipporag2",
-    "learned_iso_entity",
-]
+METHODS = [m for m in INDEX_METHODS if m != "hyte"]
 N = 92  # every third passage of the demo corpus
 QUERIES = [
     "why do tides rise and fall",

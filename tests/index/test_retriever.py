@@ -92,8 +92,12 @@ def test_add_and_delete_errors(index_copy):
 
 def test_add_delete_roundtrip_and_reload(index_copy):
     reader, writer = georag.Retriever(index_copy, "bm25"), georag.Retriever(index_copy, "bm25")
+    graph_reader = georag.Retriever(index_copy, "hipporag2")  # reads memory-mapped graph files
+    old = index_copy / graph_reader.generation
     query = "zebra xylophone quartet"
     writer.add([georag.RetrievedDoc("z1", "Zebra", "A zebra plays a xylophone quartet.", 0.0)])
+    assert not old.exists()  # removed after the switch; its readers still answer from it
+    assert len(graph_reader.retrieve(QUERIES[0], k=3)) == 3 and graph_reader.size == N
     assert writer.retrieve(query, k=1)[0].id == "z1" and writer.size == N + 1
     assert reader.retrieve(query, k=1)[0].id != "z1"  # its own generation until reload
     assert reader.reload() and reader.retrieve(query, k=1)[0].id == "z1"
