@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from functools import cached_property
 from pathlib import Path
@@ -38,6 +38,7 @@ from georag.retrieval.extractors import (
     spacy_phrases,
     title_phrases,
 )
+from georag.retrieval.phrase_embeddings import Encoder, embed_phrases
 from georag.retrieval.phrase_graph import corpus_fingerprint
 
 __all__ = [
@@ -50,8 +51,6 @@ __all__ = [
 
 FORMAT = "georag-entity-graph"
 VERSION = 1
-Encoder = Callable[[list[str]], torch.Tensor]
-_ENCODE_CHUNK = 1024  # phrases per encode call
 _BLOCK_ELEMENTS = 1 << 24  # cosines held at once by the synonym search (64 MiB of float32)
 
 
@@ -387,7 +386,7 @@ def _assemble(
     rows = np.repeat(np.arange(len(doc_ids), dtype=np.int64), [len(f) for f in per_passage])
     cols = np.fromiter((index[p] for f in per_passage for p in f), dtype=np.int64, count=len(rows))
     keys = np.sort(rows * max(len(phrases), 1) + cols)
-    embeddings = _embed(phrases, encode, known, progress)
+    embeddings = embed_phrases(phrases, encode, known, progress=progress)
     synonyms = torch.empty(2, 0, dtype=torch.long), torch.empty(0)
     if embeddings is not None and config.synonym_threshold is not None:
         eligible = torch.tensor([alnum_count(p) >= config.min_alnum for p in phrases], dtype=bool)
@@ -406,47 +405,6 @@ def _assemble(
         corpus=_Strings.pack([*doc_ids, *titles, *texts]),
         spacy_found=_Strings.pack(["\n".join(sorted(f)) for f in spacy_found]),
     )
-
-
-def _embed(
-    phrases: tuple[str, ...],
-    encode: Encoder | None,
-    known: tuple[tuple[str, ...], torch.Tensor] | None,
-    progress: bool,
-) -> torch.Tensor | None:
-    """Embeddings (P, D) of ``phrases``: rows of ``known`` where it has them, else ``encode``'s."""
-    if encode is None and known is None:
-        return None
-    have = {} if known is None else {p: j for j, p in enumerate(known[0])}
-    missing = [j for j, p in enumerate(phrases) if p not in have]
-    if missing and encode is None:
-        raise ValueError(f"encode: needed to embed {len(missing)} new phrases")
-    dim = int(known[1].shape[1]) if known is not None and len(known[0]) else None
-    new = []
-    for start in tqdm(range(0, len(missing), _ENCODE_CHUNK), "encode", disable=not progress):
-        part = missing[start : start + _ENCODE_CHUNK]
-        out = encode([phrases[j] for j in part])
-        ok = isinstance(out, torch.Tensor) and out.is_floating_point() and out.dim() == 2
-        if not ok or out.shape[0] != len(part) or (dim is not None and out.shape[1] != dim):
-            got = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
-            raise ValueError(f"encode: expected float ({len(part)}, {dim or 'D'}), got {got}")
-        new.append(out.detach().to("cpu", torch.float32))
-        norms, dim = new[-1].norm(dim=1), out.shape[1]
-        bad = ~torch.isfinite(norms) | ((norms - 1.0).abs() > 1e-3)
-        if bad.any():
-            first = int(bad.nonzero()[0])
-            raise ValueError(
-                f"encode: {int(bad.sum())} rows are not finite unit vectors (row "
-                f"{start + first}: norm {float(norms[first]):.4g})"
-            )
-    out = torch.empty(len(phrases), dim or 0)
-    reused = [(j, have[p]) for j, p in enumerate(phrases) if p in have]
-    if reused:
-        rows, old = torch.tensor(reused).T
-        out[rows] = known[1][old].to(torch.float32)
-    if new:
-        out[torch.tensor(missing)] = torch.cat(new)
-    return out
 
 
 def synonym_edges(

@@ -331,6 +331,21 @@ def test_add_equals_a_rebuild(extractors, monkeypatch):
     )
 
 
+@pytest.mark.parametrize("extractors", [("title",), ("ngram",), ("title", "ngram", "spacy")])
+def test_remove_equals_a_rebuild(extractors, monkeypatch):
+    monkeypatch.setattr(eg, "spacy_phrases", fake_spacy)
+    config = EntityGraphConfig(extractors=extractors, max_df=0.5, synonym_threshold=0.6)
+    full = build_entity_graph(IDS, TITLES, TEXTS, config=config, encode=fake_encode)
+    keep = [0, 2, 3, len(IDS) - 1]
+    rest = [[column[i] for i in keep] for column in (IDS, TITLES, TEXTS)]
+    fake_spacy.calls.clear()
+    smaller = full.remove(sorted(set(range(len(IDS))) - set(keep)), encode=fake_encode)
+    assert not any(fake_spacy.calls)  # the kept passages' spaCy phrases are reused
+    assert_same(smaller, build_entity_graph(*rest, config=config, encode=fake_encode))
+    with pytest.raises(ValueError, match="^rows: need some of the"):
+        full.remove(range(len(IDS)))
+
+
 def test_add_needs_encode_for_new_phrases_of_an_embedded_graph():
     graph = build_entity_graph(IDS[:2], TITLES[:2], TEXTS[:2], encode=fake_encode)
     with pytest.raises(ValueError, match="^encode: needed to embed .* new phrases"):
