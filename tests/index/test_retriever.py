@@ -35,6 +35,10 @@ def test_retrieve_answers_documents(pair):
     assert retriever.size == N and retriever.retrieve_batch([], k=3) == []
     with pytest.raises(AttributeError):
         docs[0].score = 1.0  # frozen
+    linked = "what causes tides"  # mentions a title: the graph score counts (else dense)
+    fused = georag.Retriever(pair[1], "hipporag2", options={"fusion": "dense"})
+    one, other = (r.retrieve(linked, k=5) for r in (retriever, fused))
+    assert one[0].score > 1 and [d.score for d in one] != [d.score for d in other]
 
 
 def test_second_stage_reranks_the_pool(pair):
