@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TypeVar
 
-from georag._io import ArtifactError, atomic_write
+from georag._io import ArtifactError, atomic_write, sweep_stale
 
 __all__ = [
     "FAULT_ENV",
@@ -96,9 +96,10 @@ def switch(root: str | os.PathLike, generation: Path) -> None:
 
 
 def prune(root: str | os.PathLike) -> list[Path]:
-    """Remove every generation but the live one (call under :func:`writer_lock`)."""
+    """Remove every generation but the live one, and the temporary folders of dead
+    writers (call under :func:`writer_lock`)."""
     live = current_generation(root).name
-    removed = []
+    removed = sweep_stale(root)
     for path in Path(root).iterdir():
         if _GENERATION.match(path.name) and path.name != live:
             shutil.rmtree(path, ignore_errors=True)

@@ -74,3 +74,6 @@ def test_kill_during_update(index_copy, step):
     assert found["killed"] and found["loads"] and found["mismatches"] == 0, found
     assert found["committed"] == (step == "switched")
     assert found["max_score_gap"] <= 1e-5
+    georag.Retriever(index_copy, "dense").add(docs[:1])  # the next writer clears up
+    left = sorted(p.name for p in index_copy.iterdir())
+    assert left == [".lock", "CURRENT", current_generation(index_copy).name], left
