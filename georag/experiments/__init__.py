@@ -28,7 +28,9 @@ Modules (each one concern; the scripts under ``scripts/`` are their command line
   :mod:`~georag.experiments.scale` (corpus growth), :mod:`~georag.experiments.latency`
   (every method, in child processes), :mod:`~georag.experiments.ricci_bench`,
   :mod:`~georag.experiments.ricci_trees` (one kernel by several source trees),
-  :mod:`~georag.experiments.graph_bench`, :mod:`~georag.experiments.entity_bench`.
+  :mod:`~georag.experiments.graph_bench`, :mod:`~georag.experiments.entity_bench`,
+  :mod:`~georag.experiments.index_bench` (the corpus index: build, parity with ``georag
+  eval``, updates against a rebuild, kill -9 during an update).
 
 The package sits above :mod:`georag.eval` and the ``train`` package (it imports both);
 nothing below it imports it. Nothing is imported here: importing a module of the package

@@ -20,5 +20,7 @@ name in the one method registry (:mod:`georag.rerank.registry`) beside the pool 
 
 :mod:`~georag.retrievers.base` holds what they share, :mod:`~georag.retrievers.entity` what
 the entity-graph retrievers share, :mod:`~georag.retrievers.learned` what the learnable
-ones share.
+ones share. :mod:`~georag.retrievers.index` keeps a corpus index on disk (the parts they fit
+from, updated live) and :mod:`~georag.retrievers.retriever` is ``georag.Retriever``, any of
+them by text over such an index.
 """
