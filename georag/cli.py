@@ -86,7 +86,15 @@ def _add_eval_args(parser: argparse.ArgumentParser) -> None:
 
 
 def _add_serve_args(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--method", required=True, help="method spec (e.g. maniscope, ricci+bi)")
+    parser.add_argument(
+        "--method",
+        required=True,
+        help="method spec (e.g. maniscope, ricci+bi); with --index a retrieval method (e.g. dense)",
+    )
+    parser.add_argument(
+        "--index", help="serve retrieval from this index folder ('georag index') instead"
+    )
+    parser.add_argument("--rerank", help="with --index: rerank what it retrieves (a method spec)")
     parser.add_argument(
         "--method-option",
         action="append",
@@ -105,6 +113,7 @@ def _add_serve_args(parser: argparse.ArgumentParser) -> None:
         ("--max-text-chars", positive_int, "characters per text (413 past it)"),
         ("--max-body-bytes", positive_int, "request body size (413 past it)"),
         ("--max-queue", positive_int, "queries waiting for a batch (429 past it)"),
+        ("--max-top-k", positive_int, "with --index: documents one /retrieve may ask for"),
         ("--cache-size", positive_int, "embeddings kept in memory per worker"),
     ):
         parser.add_argument(flag, type=kind, help=what)
@@ -203,7 +212,9 @@ def _build_parser() -> argparse.ArgumentParser:
     flow.add_argument("--query", type=int, default=0, help="index of the query to draw")
     flow.add_argument("--out", type=Path, default=Path("runs/plots"), help="output folder")
 
-    _add_serve_args(sub.add_parser("serve", help="serve a reranker over HTTP (extra 'serve')"))
+    _add_serve_args(
+        sub.add_parser("serve", help="serve a reranker or an index over HTTP (extra 'serve')")
+    )
 
     search = sub.add_parser("search", help="query an index built by 'georag index'")
     search.add_argument("--index", required=True, type=Path, help="index folder")
@@ -520,7 +531,7 @@ def _serve_config(args: argparse.Namespace):
         options.setdefault(learned[0], {})["weights"] = args.weights
     names = ("host", "port", "max_batch", "max_wait_ms", "workers", "max_docs")
     names += ("max_text_chars", "max_body_bytes", "max_queue", "api_key_file", "cache_dir")
-    names += ("cache_size", "cache_queries")
+    names += ("cache_size", "cache_queries", "index", "rerank", "max_top_k")
     given = {n: getattr(args, n) for n in (*names, "model_name") if getattr(args, n) is not None}
     if args.threads is not None:
         given["threads"] = args.threads
@@ -536,14 +547,16 @@ def _cmd_serve(args: argparse.Namespace) -> None:
     from georag.perf.threads import apply_thread_policy
     from georag.serve.app import run
     from georag.serve.auth import read_api_key
+    from georag.serve.corpus import build_retriever
     from georag.serve.service import build_reranker
 
     config = _serve_config(args)
     if config.api_key_file:
         read_api_key(config.api_key_file)
     apply_thread_policy(config.threads)
-    reranker = build_reranker(config)  # a missing model fails here, in seconds
-    run(config, reranker if config.workers == 1 else None)
+    # a missing model or a bad index fails here, in seconds, before anything binds
+    model = build_retriever(config) if config.index else build_reranker(config)
+    run(config, model if config.workers == 1 else None)
 
 
 _COMMANDS = {

@@ -4,11 +4,13 @@ FastAPI resolves the handlers' annotations at run time, so this module does not 
 them (``from __future__ import annotations``) and imports FastAPI at its top; only the
 ``serve`` command imports it.
 
-Routes: ``POST /rerank`` (text-embeddings-inference shape), ``POST /v1/rerank`` (Cohere /
-Jina shape), ``GET /health``, ``GET /metrics`` (Prometheus text). Every error is a JSON
-body ``{"error", "status"}`` with its status code; nothing a request sends takes the
-worker down. With ``workers > 1`` uvicorn's supervisor runs the processes (and restarts
-one that dies); each builds its reranker from the settings in ``$GEORAG_SERVE_CONFIG``.
+Routes: ``POST /rerank`` (text-embeddings-inference shape) and ``POST /v1/rerank`` (Cohere /
+Jina shape), or with an index ``POST /retrieve``, ``POST /documents`` and ``DELETE
+/documents``; and ``GET /health``, ``GET /metrics`` (Prometheus text), ``GET
+/openapi.json`` (every route, :mod:`georag.serve.schema`). Every error is a JSON body
+``{"error", "status"}`` with its status code; nothing a request sends takes the worker
+down. With ``workers > 1`` uvicorn's supervisor runs the processes (and restarts one that
+dies); each builds its reranker from the settings in ``$GEORAG_SERVE_CONFIG``.
 """
 
 import contextlib
@@ -21,7 +23,10 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from starlette.requests import ClientDisconnect
 
+import georag
 from georag.serve.config import ServeConfig
+from georag.serve.corpus import CorpusService
+from georag.serve.schema import openapi
 from georag.serve.service import Service
 from georag.serve.shapes import RequestError
 
@@ -29,6 +34,8 @@ __all__ = ["create_app", "app_from_env", "run"]
 
 CONFIG_ENV = "GEORAG_SERVE_CONFIG"
 RERANK_ROUTES = {"/rerank": "tei", "/v1/rerank": "v1"}
+CORPUS_ROUTES = ("/retrieve", "/documents")
+ROUTES = (*RERANK_ROUTES, *CORPUS_ROUTES, "/health", "/metrics", "/openapi.json")
 
 log = logging.getLogger(__name__)
 
@@ -61,22 +68,24 @@ class _Count:
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
         start, path = time.perf_counter(), scope["path"]
-        self.metrics.requests[path] += 1
+        self.metrics.requests[path if path in ROUTES else "other"] += 1
+        latency = self.metrics.by_route.get(path)
 
         async def counted(message):
             if message["type"] == "http.response.start":
                 status = message["status"]
                 self.metrics.responses[status] += 1
-                if path in RERANK_ROUTES and status == 200:
-                    self.metrics.latency.observe(time.perf_counter() - start)
+                if latency is not None and status == 200:
+                    latency.observe(time.perf_counter() - start)
             await send(message)
 
         await self.app(scope, receive, counted)
 
 
-def create_app(config: ServeConfig, reranker=None) -> FastAPI:
-    """The FastAPI app of one worker (``reranker``: an already built georag.Reranker)."""
-    service = Service(config, reranker)
+def create_app(config: ServeConfig, model=None) -> FastAPI:
+    """The FastAPI app of one worker (``model``: an already built georag.Reranker, or with
+    ``config.index`` an already loaded georag.Retriever)."""
+    service = CorpusService(config, model) if config.index else Service(config, model)
 
     @contextlib.asynccontextmanager
     async def lifespan(app):
@@ -84,8 +93,11 @@ def create_app(config: ServeConfig, reranker=None) -> FastAPI:
         yield
         await service.stop()
 
-    app = FastAPI(title="georag rerank", lifespan=lifespan, docs_url=None, redoc_url=None)
+    title = "georag retrieve" if config.index else "georag rerank"
+    app = FastAPI(title=title, lifespan=lifespan, docs_url=None, redoc_url=None)
     app.state.service = service
+    document = openapi(config, title, georag.__version__)
+    app.openapi = lambda: document
 
     def error(status: int, message: str) -> JSONResponse:
         headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
@@ -97,36 +109,56 @@ def create_app(config: ServeConfig, reranker=None) -> FastAPI:
 
     app.add_middleware(_Count, metrics=service.metrics)
 
-    async def rerank(request: Request):
-        service.check_key(request.headers.get("authorization"))
-        raw = await _read_body(request, config.max_body_bytes)
-        try:
-            answer, fallback = await service.rerank(RERANK_ROUTES[request.url.path], raw)
-        except RequestError:
-            raise
-        except Exception as exc:  # noqa: BLE001 - a JSON error, never a dead worker
-            log.exception("request failed")
-            status = 422 if isinstance(exc, ValueError) else 500
-            return error(status, f"{type(exc).__name__}: {exc}".splitlines()[0])
-        return Response(
-            orjson.dumps(answer),
-            media_type="application/json",
-            headers={"X-Georag-Fallback": str(fallback).lower()},
+    def route(work):
+        """A plain Starlette route (no dependency solving per request) of ``work(request,
+        raw body) -> (answer, headers)``; its schema is in :mod:`georag.serve.schema`."""
+
+        async def handle(request: Request):
+            service.check_key(request.headers.get("authorization"))
+            raw = await _read_body(request, config.max_body_bytes)
+            try:
+                answer, headers = await work(request, raw)
+            except RequestError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - a JSON error, never a dead worker
+                log.exception("request failed")
+                status = 422 if isinstance(exc, ValueError) else 500
+                return error(status, f"{type(exc).__name__}: {exc}".splitlines()[0])
+            return Response(orjson.dumps(answer), media_type="application/json", headers=headers)
+
+        return handle
+
+    async def rerank(request: Request, raw: bytes):
+        answer, fallback = await service.rerank(RERANK_ROUTES[request.url.path], raw)
+        return answer, {"X-Georag-Fallback": str(fallback).lower()}
+
+    async def retrieve(request: Request, raw: bytes):
+        return await service.retrieve(raw), None
+
+    async def documents(request: Request, raw: bytes):
+        update = service.add if request.method == "POST" else service.delete
+        return await update(raw), None
+
+    if config.index:
+        app.router.add_route("/retrieve", route(retrieve), ["POST"], include_in_schema=False)
+        app.router.add_route(
+            "/documents", route(documents), ["POST", "DELETE"], include_in_schema=False
         )
+    else:
+        for path in RERANK_ROUTES:
+            app.router.add_route(path, route(rerank), ["POST"], include_in_schema=False)
 
-    for path in RERANK_ROUTES:  # plain Starlette routes: no dependency solving per request
-        app.router.add_route(path, rerank, methods=["POST"], include_in_schema=False)
-
-    @app.get("/health")
+    @app.get("/health", include_in_schema=False)
     async def health():
         status, body = service.health()
         return JSONResponse(body, status)
 
-    @app.get("/metrics")
+    @app.get("/metrics", include_in_schema=False)
     async def metrics(request: Request):
         service.check_key(request.headers.get("authorization"))
         waiting = service.batcher.waiting if service.batcher else 0
-        return PlainTextResponse(service.metrics.render(waiting))
+        size = service.retriever.size if config.index and service.ready else None
+        return PlainTextResponse(service.metrics.render(waiting, size))
 
     return app
 
@@ -140,19 +172,20 @@ def app_from_env() -> FastAPI:
     return create_app(config)
 
 
-def run(config: ServeConfig, reranker=None) -> None:
+def run(config: ServeConfig, model=None) -> None:
     """Serve until SIGTERM / SIGINT (then finish the accepted requests and exit)."""
     import uvicorn
 
     options = dict(host=config.host, port=config.port, log_level="warning", access_log=False)
+    served = f"{config.method} retrieval from {config.index}" if config.index else config.method
     print(
-        f"georag serve: {config.method} on http://{config.host}:{config.port} "
+        f"georag serve: {served} on http://{config.host}:{config.port} "
         f"(workers {config.workers}, max batch {config.max_batch}, "
         f"max wait {config.max_wait_ms:g} ms)",
         flush=True,
     )
     if config.workers == 1:
-        uvicorn.run(create_app(config, reranker), **options)
+        uvicorn.run(create_app(config, model), **options)
         return
     os.environ[CONFIG_ENV] = config.to_json()
     uvicorn.run("georag.serve.app:app_from_env", factory=True, workers=config.workers, **options)

@@ -15,9 +15,15 @@ class ServeConfig:
     Parameters
     ----------
     method : str
-        Registry spec of the reranker (``maniscope``, ``ricci+bi``, ``learned_diffusion`` ...).
+        Registry spec of the reranker (``maniscope``, ``ricci+bi``, ``learned_diffusion`` ...),
+        or with ``index`` the retrieval method of :class:`georag.Retriever` (``dense`` ...).
     options : dict
         ``{stage name: {config field: value}}`` (``--method-option``, ``--weights``).
+    index : str, optional
+        An index folder (``georag index``): serve corpus retrieval (``/retrieve``,
+        ``/documents``) from it instead of reranking.
+    rerank : str, optional
+        With ``index``: a reranker spec applied to the retrieved documents.
     host, port : str, int
         Where to listen (loopback unless told otherwise).
     max_batch : int
@@ -36,6 +42,8 @@ class ServeConfig:
         Request body size.
     max_queue : int
         Queries waiting for a batch; more are refused with 429.
+    max_top_k : int
+        Documents one ``/retrieve`` may ask for.
     api_key_file : str, optional
         A file holding the key that requests must send as ``Authorization: Bearer KEY``.
     cache_dir : str, optional
@@ -52,6 +60,8 @@ class ServeConfig:
 
     method: str = "maniscope"
     options: dict = field(default_factory=dict)
+    index: str | None = None
+    rerank: str | None = None
     host: str = "127.0.0.1"
     port: int = 8080
     max_batch: int = 32
@@ -62,6 +72,7 @@ class ServeConfig:
     max_text_chars: int = 20_000
     max_body_bytes: int = 8 * 1024 * 1024
     max_queue: int = 256
+    max_top_k: int = 100
     api_key_file: str | None = None
     cache_dir: str | None = None
     cache_size: int = 200_000
@@ -72,6 +83,15 @@ class ServeConfig:
         for name in ("max_batch", "workers", "threads", "max_docs", "max_text_chars", "cache_size"):
             if getattr(self, name) < 1:
                 raise ValueError(f"--{name.replace('_', '-')}: must be at least 1")
+        if self.max_top_k < 1:
+            raise ValueError("--max-top-k: must be at least 1")
+        if self.index is not None and self.workers != 1:
+            raise ValueError(
+                "--workers: an index is updated in the memory of its one process; "
+                "serve --index with --workers 1"
+            )
+        if self.rerank is not None and self.index is None:
+            raise ValueError("--rerank: reranks what --index retrieves; give --index")
         if self.max_body_bytes < 1024:
             raise ValueError("--max-body-bytes: must be at least 1024")
         if self.max_queue < self.max_batch:

@@ -1,7 +1,9 @@
 """Service metrics in the Prometheus text format (no client library needed).
 
 Counters of requests by route and of responses by status code, histograms of batch
-sizes, queue waits and request latencies. Each worker process keeps its own.
+sizes, queue waits and request latencies (of reranks; with an index, of retrieves and of
+document updates, and the documents added, deleted and held). Each worker process keeps
+its own.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ __all__ = ["Histogram", "Metrics"]
 
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+OPS = ("added", "deleted")
 
 
 class Histogram:
@@ -64,9 +67,25 @@ class Metrics:
         self.latency = Histogram(
             "georag_request_latency_seconds", "rerank request latency", LATENCY_BUCKETS
         )
+        self.retrieve_latency = Histogram(
+            "georag_retrieve_latency_seconds", "retrieve request latency", LATENCY_BUCKETS
+        )
+        self.update_latency = Histogram(
+            "georag_update_latency_seconds",
+            "document update latency (POST and DELETE /documents)",
+            LATENCY_BUCKETS,
+        )
+        self.documents: collections.Counter[str] = collections.Counter()
+        self.by_route = {
+            "/rerank": self.latency,
+            "/v1/rerank": self.latency,
+            "/retrieve": self.retrieve_latency,
+            "/documents": self.update_latency,
+        }
 
-    def render(self, waiting: int) -> str:
-        """The Prometheus text exposition (``waiting``: queries queued now)."""
+    def render(self, waiting: int, size: int | None = None) -> str:
+        """The Prometheus text exposition (``waiting``: queries queued now; ``size``: the
+        documents of a served index)."""
         lines = [
             "# HELP georag_requests_total requests by route",
             "# TYPE georag_requests_total counter",
@@ -86,6 +105,21 @@ class Metrics:
             "# TYPE georag_queue_depth gauge",
             f"georag_queue_depth {waiting}",
         ]
-        for histogram in (self.batch_size, self.queue_wait, self.latency):
+        if size is not None:
+            lines += [
+                "# HELP georag_documents_total documents added and deleted through /documents",
+                "# TYPE georag_documents_total counter",
+            ]
+            lines += [f'georag_documents_total{{op="{op}"}} {self.documents[op]}' for op in OPS]
+            lines += [
+                "# HELP georag_index_documents documents in the served index",
+                "# TYPE georag_index_documents gauge",
+                f"georag_index_documents {size}",
+            ]
+            histograms = (self.batch_size, self.queue_wait, self.retrieve_latency)
+            histograms += (self.update_latency,)
+        else:
+            histograms = (self.batch_size, self.queue_wait, self.latency)
+        for histogram in histograms:
             lines += histogram.lines()
         return "\n".join(lines) + "\n"

@@ -32,7 +32,7 @@ from georag.serve.shapes import (
     parse_v1,
 )
 
-__all__ = ["Service", "build_reranker", "warm_up"]
+__all__ = ["Service", "build_reranker", "warm_up", "demo_texts", "parse_json"]
 
 # Texts per encoder forward pass. The encoder sorts a call's texts by length and pads each
 # pass to its longest: 64 SciFact queries (8 to 49 tokens) cost 13.3 ms a query in one pass
@@ -54,15 +54,25 @@ def build_reranker(config: ServeConfig) -> Reranker:
     return reranker
 
 
-def warm_up(reranker: Reranker) -> None:
-    """Run the method once alone and once batched on twelve bundled demo texts."""
+def demo_texts(name: str) -> list[str]:
+    """The texts of a bundled demo file (``queries.jsonl``, ``corpus.jsonl``)."""
     from georag.data.bundled import DEMO_DIR
 
-    def texts(name: str) -> list[str]:
-        lines = (DEMO_DIR / name).read_text(encoding="utf-8").splitlines()
-        return [json.loads(line)["text"] for line in lines]
+    lines = (DEMO_DIR / name).read_text(encoding="utf-8").splitlines()
+    return [json.loads(line)["text"] for line in lines]
 
-    queries, docs = texts("queries.jsonl"), texts("corpus.jsonl")[:12]
+
+def parse_json(raw: bytes) -> object:
+    """The JSON of a request body (400 when it is not JSON)."""
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError as error:
+        raise RequestError(400, f"body: malformed JSON ({error})") from None
+
+
+def warm_up(reranker: Reranker) -> None:
+    """Run the method once alone and once batched on twelve bundled demo texts."""
+    queries, docs = demo_texts("queries.jsonl"), demo_texts("corpus.jsonl")[:12]
     reranker.rank(queries[0], docs[:3])
     reranker.rank_batch(queries[:2], [docs, docs[:5]])
 
@@ -81,7 +91,7 @@ class Service:
         self.config = config
         self.reranker = reranker
         self.metrics = Metrics()
-        self.limits = Limits(config.max_docs, config.max_text_chars)
+        self.limits = Limits(config.max_docs, config.max_text_chars, config.max_top_k)
         self.key = read_api_key(config.api_key_file) if config.api_key_file else None
         self.ready = False
         self.batcher: MicroBatcher | None = None
@@ -97,15 +107,19 @@ class Service:
             metrics=self.metrics,
         )
         self.batcher.start()
-        if self.reranker is None:
-            self.reranker = build_reranker(self.config)
-        warm_up(self.reranker)
+        self._prepare()
         # what start-up built (the model, the libraries, the cached embeddings) lives as
         # long as the worker: out of the collector's passes, which a request's thousands of
         # short-lived objects trigger (they doubled the cost of building the rankings)
         gc.collect()
         gc.freeze()
         self.ready = True
+
+    def _prepare(self) -> None:
+        """Build the reranker unless given, and warm it."""
+        if self.reranker is None:
+            self.reranker = build_reranker(self.config)
+        warm_up(self.reranker)
 
     async def stop(self) -> None:
         """Answer what was accepted, then stop the batcher."""
@@ -129,16 +143,16 @@ class Service:
         if self.key is not None and not authorized(header, self.key):
             raise RequestError(401, "missing or wrong API key (Authorization: Bearer KEY)")
 
+    def body(self, raw: bytes) -> object:
+        """The JSON of a request body, once the service is ready (503 before)."""
+        if not self.ready:
+            raise RequestError(503, "not ready (warming up)")
+        return parse_json(raw)
+
     async def rerank(self, shape: str, raw: bytes) -> tuple[object, bool]:
         """The answer to a rerank body in ``shape`` ("tei" or "v1"), and its fallback flag."""
         parse: Callable = parse_tei if shape == "tei" else parse_v1
-        if not self.ready:
-            raise RequestError(503, "not ready (warming up)")
-        try:
-            body = orjson.loads(raw)
-        except orjson.JSONDecodeError as error:
-            raise RequestError(400, f"body: malformed JSON ({error})") from None
-        request = parse(body, self.limits)
+        request = parse(self.body(raw), self.limits)
         ranked = await self.batcher.submit(request)
         fallback = bool(ranked and ranked[0].fallback)
         if shape == "tei":

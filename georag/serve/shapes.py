@@ -1,4 +1,6 @@
-"""The two rerank API shapes, parsed and answered without any web framework.
+"""The API shapes, parsed and answered without any web framework.
+
+Reranking, the two shapes that RAG pipelines already call:
 
 - ``POST /rerank``, the shape of Hugging Face text-embeddings-inference:
   ``{"query", "texts", "raw_scores", "return_text", "truncate"}`` ->
@@ -13,6 +15,13 @@ shapes) says whether the query had too few documents for the method's geometry, 
 case the ranking is the first-stage order. georag's scores are the method's own (not
 logits), so ``raw_scores`` changes nothing.
 
+Corpus retrieval (``georag serve --index``):
+
+- ``POST /retrieve``: ``{"query", "top_k"?}`` -> ``{"results": [{"id", "title", "text",
+  "score"}], "meta"}``, the best ``top_k`` (default 10) documents of the index;
+- ``POST /documents``: ``{"documents": [{"id", "title"?, "text"}]}`` -> ``{"added", "size"}``;
+- ``DELETE /documents``: ``{"ids": [...]}`` -> ``{"deleted", "size"}``.
+
 Malformed input raises :class:`RequestError` with the HTTP status: 422 for a wrong type,
 a missing field or an empty text, 413 for a request over a size limit.
 """
@@ -22,7 +31,22 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 
-__all__ = ["RequestError", "RerankRequest", "parse_tei", "parse_v1", "answer_tei", "answer_v1"]
+__all__ = [
+    "RequestError",
+    "RerankRequest",
+    "RetrieveRequest",
+    "DEFAULT_TOP_K",
+    "parse_tei",
+    "parse_v1",
+    "answer_tei",
+    "answer_v1",
+    "parse_retrieve",
+    "parse_documents",
+    "parse_ids",
+    "answer_retrieve",
+]
+
+DEFAULT_TOP_K = 10  # documents a /retrieve without top_k gets (georag.Retriever.retrieve's k)
 
 
 class RequestError(Exception):
@@ -45,11 +69,20 @@ class RerankRequest:
 
 
 @dataclass(frozen=True)
+class RetrieveRequest:
+    """One parsed ``/retrieve``: a query and how many documents to answer."""
+
+    query: str
+    top_k: int
+
+
+@dataclass(frozen=True)
 class Limits:
     """The size limits a request is checked against."""
 
     max_docs: int
     max_text_chars: int
+    max_top_k: int
 
 
 def _body(body: object) -> dict:
@@ -165,3 +198,83 @@ def answer_v1(request: RerankRequest, ranked: list, model: str) -> dict:
             "documents": len(ranked),
         },
     }
+
+
+def _count(value: object, where: str, most: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise RequestError(422, f"{where}: expected a positive integer, got {value!r:.40}")
+    if value > most:
+        raise RequestError(413, f"{where}: {value}, over the limit {most}")
+    return value
+
+
+def _items(body: dict, key: str, limits: Limits) -> list:
+    values = body.get(key)
+    if not isinstance(values, list):
+        raise RequestError(422, f"{key}: expected a list, got {type(values).__name__}")
+    if not values:
+        raise RequestError(422, f"{key}: empty list, give at least one")
+    if len(values) > limits.max_docs:
+        raise RequestError(413, f"{key}: {len(values)} items, over the limit {limits.max_docs}")
+    return values
+
+
+def _unique(ids: list[str], where: str) -> None:
+    seen: set[str] = set()
+    for i, doc_id in enumerate(ids):
+        if doc_id in seen:
+            raise RequestError(422, f"{where}[{i}]: id {doc_id!r:.60} given twice")
+        seen.add(doc_id)
+
+
+def parse_retrieve(body: object, limits: Limits) -> RetrieveRequest:
+    """A ``/retrieve`` body: ``query`` (a non-empty string), ``top_k`` (1 to the limit)."""
+    body = _body(body)
+    top_k = body.get("top_k")
+    return RetrieveRequest(
+        query=_text(body.get("query"), "query", limits, False),
+        top_k=DEFAULT_TOP_K if top_k is None else _count(top_k, "top_k", limits.max_top_k),
+    )
+
+
+def parse_documents(body: object, limits: Limits) -> list[dict]:
+    """A ``POST /documents`` body: ``[{"id", "title"?, "text"}]`` as georag.Retriever.add
+    takes them (ids unique within the request)."""
+    documents = []
+    for i, value in enumerate(_items(_body(body), "documents", limits)):
+        where = f"documents[{i}]"
+        if not isinstance(value, dict):
+            raise RequestError(422, f"{where}: expected an object, got {type(value).__name__}")
+        document = {"id": _text(value.get("id"), f"{where}.id", limits, False)}
+        title = value.get("title")
+        if title is not None:
+            if not isinstance(title, str):
+                raise RequestError(
+                    422, f"{where}.title: expected a string, got {type(title).__name__}"
+                )
+            if len(title) > limits.max_text_chars:
+                raise RequestError(
+                    413, f"{where}.title: {len(title)} characters, over the limit "
+                    f"{limits.max_text_chars}"
+                )
+            document["title"] = title
+        document["text"] = _text(value.get("text"), f"{where}.text", limits, False)
+        documents.append(document)
+    _unique([d["id"] for d in documents], "documents")
+    return documents
+
+
+def parse_ids(body: object, limits: Limits) -> list[str]:
+    """A ``DELETE /documents`` body: ``{"ids": [...]}``, non-empty strings, each once."""
+    values = _items(_body(body), "ids", limits)
+    ids = [_text(value, f"ids[{i}]", limits, False) for i, value in enumerate(values)]
+    _unique(ids, "ids")
+    return ids
+
+
+def answer_retrieve(request: RetrieveRequest, docs: list, meta: dict) -> dict:
+    """``{"results", "meta"}`` of ``docs`` (georag.RetrievedDoc, best first)."""
+    results = [
+        {"id": d.id, "title": d.title, "text": d.text, "score": float(d.score)} for d in docs
+    ]
+    return {"results": results, "meta": {**meta, "top_k": request.top_k, "returned": len(docs)}}

@@ -17,3 +17,16 @@ def serve_reranker(tmp_path_factory):
         return georag.Reranker(method, encoder=encoder, cache_dir=cache)
 
     return make
+
+
+@pytest.fixture()
+def corpus_retriever():
+    """``make()``: a retriever over the bundled demo corpus (each call a fresh one)."""
+    from tests.serve.fake_retriever import FakeRetriever
+    from tests.serve.harness import demo_texts
+
+    def make():
+        _, docs = demo_texts()
+        return FakeRetriever([{"id": f"d{i}", "text": t} for i, t in enumerate(docs)])
+
+    return make

@@ -50,17 +50,18 @@ def wait_ready(url: str, timeout: float, process: subprocess.Popen | None = None
 
 
 @contextlib.contextmanager
-def thread_server(reranker, **settings):
-    """``create_app`` under uvicorn in a daemon thread; yields its base URL."""
+def thread_server(model, **settings):
+    """``create_app`` under uvicorn in a daemon thread; yields its base URL (``model``: a
+    georag.Reranker, or a georag.Retriever with ``index=`` among the settings)."""
     import uvicorn
 
     from georag.serve.app import create_app
     from georag.serve.config import ServeConfig
 
     port = free_port()
-    config = ServeConfig(method=reranker.method, port=port, **settings)
+    config = ServeConfig(method=model.method, port=port, **settings)
     server = uvicorn.Server(
-        uvicorn.Config(create_app(config, reranker), host="127.0.0.1", port=port, log_level="error")
+        uvicorn.Config(create_app(config, model), host="127.0.0.1", port=port, log_level="error")
     )
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
