@@ -254,8 +254,9 @@ def parse_documents(body: object, limits: Limits) -> list[dict]:
                 )
             if len(title) > limits.max_text_chars:
                 raise RequestError(
-                    413, f"{where}.title: {len(title)} characters, over the limit "
-                    f"{limits.max_text_chars}"
+                    413,
+                    f"{where}.title: {len(title)} characters, over the limit "
+                    f"{limits.max_text_chars}",
                 )
             document["title"] = title
         document["text"] = _text(value.get("text"), f"{where}.text", limits, False)
