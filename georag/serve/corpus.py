@@ -100,26 +100,26 @@ class CorpusService(Service):
     async def add(self, raw: bytes) -> dict:
         """Add the documents of a ``POST /documents`` body; answered once applied."""
         documents = parse_documents(self.body(raw), self.limits)
-        size = await self._update(self.retriever.add, documents, 409, "documents")
+        size = await self._update(self.retriever.add, documents, "documents")
         self.metrics.documents["added"] += len(documents)
         return {"added": len(documents), "size": size}
 
     async def delete(self, raw: bytes) -> dict:
         """Delete the ids of a ``DELETE /documents`` body; answered once applied."""
         ids = parse_ids(self.body(raw), self.limits)
-        size = await self._update(self.retriever.delete, ids, 404, "ids")
+        size = await self._update(self.retriever.delete, ids, "ids")
         self.metrics.documents["deleted"] += len(ids)
         return {"deleted": len(ids), "size": size}
 
-    async def _update(self, apply, items: list, refused: int, where: str) -> int:
+    async def _update(self, apply, items: list, where: str) -> int:
         """Apply one update at a time, in a thread; the index size after it.
 
-        The retriever's ``ValueError`` (an id already there, an id not there) is refused
-        with ``refused`` and its message; nothing was applied then.
+        The retriever's ``ValueError`` (an id already there, an id not there, deleting the
+        last passage) is refused with 409 and its message; nothing was applied then.
         """
         async with self._updates:
             try:
                 await asyncio.to_thread(apply, items)
             except ValueError as error:
-                raise RequestError(refused, f"{where}: {_one_line(error)}") from None
+                raise RequestError(409, f"{where}: {_one_line(error)}") from None
             return self.retriever.size

@@ -19,14 +19,29 @@ def serve_reranker(tmp_path_factory):
     return make
 
 
-@pytest.fixture()
-def corpus_retriever():
-    """``make()``: a retriever over the bundled demo corpus (each call a fresh one)."""
-    from tests.serve.fake_retriever import FakeRetriever
-    from tests.serve.harness import demo_texts
+TINY = 40  # documents of the bundled demo corpus in the tiny test index
 
-    def make():
-        _, docs = demo_texts()
-        return FakeRetriever([{"id": f"d{i}", "text": t} for i, t in enumerate(docs)])
+
+@pytest.fixture(scope="session")
+def tiny_index(tmp_path_factory):
+    """A real index (``georag.retrievers.index.build_index``, MiniLM, flat) of the first
+    40 demo documents, built once; copy it before updating it."""
+    from georag.retrievers.index import build_index
+    from tests.serve.harness import demo_documents
+
+    folder = tmp_path_factory.mktemp("tiny-index") / "index"
+    build_index(demo_documents()[:TINY], folder)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def corpus_retriever(tiny_index, tmp_path_factory):
+    """``make(method="dense")``: a georag.Retriever on a fresh copy of the tiny index."""
+    import shutil
+
+    def make(method: str = "dense") -> georag.Retriever:
+        folder = tmp_path_factory.mktemp("index-copy") / "index"
+        shutil.copytree(tiny_index, folder)
+        return georag.Retriever(folder, method=method)
 
     return make

@@ -37,6 +37,13 @@ def demo_texts() -> tuple[list[str], list[str]]:
     return read("queries.jsonl"), read("corpus.jsonl")
 
 
+def demo_documents() -> list[dict]:
+    """The bundled demo corpus as ``{"id", "title", "text"}`` (what an index takes)."""
+    lines = (DEMO_DIR / "corpus.jsonl").read_text(encoding="utf-8").splitlines()
+    rows = [json.loads(line) for line in lines]
+    return [{"id": r["_id"], "title": r.get("title", ""), "text": r["text"]} for r in rows]
+
+
 def wait_ready(url: str, timeout: float, process: subprocess.Popen | None = None) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

@@ -18,9 +18,9 @@ def texts():
     return demo_texts()
 
 
-@pytest.fixture()
-def server(corpus_retriever, tmp_path):
-    key_file = tmp_path / "key.txt"
+@pytest.fixture(scope="module")
+def server(corpus_retriever, tmp_path_factory):
+    key_file = tmp_path_factory.mktemp("key") / "key.txt"
     key_file.write_text(KEY)
     retriever = corpus_retriever()
     limits = dict(max_docs=8, max_text_chars=2000, max_body_bytes=16 * 1024, max_top_k=20)
@@ -109,13 +109,13 @@ def test_an_update_is_seen_by_the_next_retrieve(server):
          "documents[0].title"),
         ("POST", "/documents", b'{"documents": [{"id": "a", "text": "t"}, {"id": "a", '
          b'"text": "u"}]}', 422, "documents[1]: id 'a' given twice"),
-        ("POST", "/documents", b'{"documents": [{"id": "d0", "text": "t"}]}', 409, "d0"),
+        ("POST", "/documents", b'{"documents": [{"id": "d001", "text": "t"}]}', 409, "d001"),
         ("POST", "/documents", b'{"documents": [' + b",".join(
             b'{"id": "n%d", "text": "t"}' % i for i in range(9)) + b"]}", 413, "9 items"),
-        ("DELETE", "/documents", b'{"ids": "d0"}', 422, "ids: expected a list"),
+        ("DELETE", "/documents", b'{"ids": "d001"}', 422, "ids: expected a list"),
         ("DELETE", "/documents", b'{"ids": [7]}', 422, "ids[0]: expected a string"),
-        ("DELETE", "/documents", b'{"ids": ["no-such-id"]}', 404, "no-such-id"),
-        ("DELETE", "/documents", b'{"ids": ["d1", "no-such-id"]}', 404, "no-such-id"),
+        ("DELETE", "/documents", b'{"ids": ["no-such-id"]}', 409, "no-such-id"),
+        ("DELETE", "/documents", b'{"ids": ["d002", "no-such-id"]}', 409, "no-such-id"),
         ("PUT", "/documents", b"{}", 405, ""),
     ],
 )  # fmt: skip
@@ -137,7 +137,7 @@ def test_the_api_key_is_required_on_every_corpus_route(server, texts):
     calls = [
         ("POST", "/retrieve", {"query": texts[0][0]}),
         ("POST", "/documents", {"documents": [{"id": "k", "text": "t"}]}),
-        ("DELETE", "/documents", {"ids": ["d0"]}),
+        ("DELETE", "/documents", {"ids": ["d001"]}),
         ("GET", "/metrics", None),
     ]
     for method, path, body in calls:

@@ -97,7 +97,7 @@ def test_every_route_is_in_the_schema_with_its_bodies(serve_reranker, corpus_ret
     retrieve = corpus["components"]["schemas"]["RetrieveRequest"]["properties"]
     assert retrieve["query"]["maxLength"] == LIMITS["max_text_chars"]
     assert retrieve["top_k"]["anyOf"][0]["maximum"] == LIMITS["max_top_k"]
-    assert corpus["paths"]["/documents"]["delete"]["responses"]["404"]
+    assert corpus["paths"]["/documents"]["delete"]["responses"]["409"]
     assert corpus["paths"]["/documents"]["post"]["responses"]["409"]
 
 
