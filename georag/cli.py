@@ -554,6 +554,9 @@ def _cmd_serve(args: argparse.Namespace) -> None:
     if config.api_key_file:
         read_api_key(config.api_key_file)
     apply_thread_policy(config.threads)
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()  # a server's log holds no loading bars
     # a missing model or a bad index fails here, in seconds, before anything binds
     model = build_retriever(config) if config.index else build_reranker(config)
     run(config, model if config.workers == 1 else None)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import signal
 import subprocess
 import time
@@ -58,33 +59,42 @@ def test_bad_settings_fail_in_one_line(args, message):
     assert message in done.stderr and len(done.stderr.strip().splitlines()) == 1
 
 
-async def _send(url: str, bodies: list[dict]) -> list:
+async def _send(url: str, bodies: list[dict], path: str = "/rerank") -> list:
     limits = httpx.Limits(max_connections=len(bodies))
     async with httpx.AsyncClient(base_url=url, timeout=120, limits=limits) as client:
         return await asyncio.gather(
-            *(client.post("/rerank", json=b) for b in bodies), return_exceptions=True
+            *(client.post(path, json=b) for b in bodies), return_exceptions=True
         )
 
 
-def _accepted(url: str) -> int:
+def _accepted(url: str, path: str = "/rerank") -> int:
     text = httpx.get(f"{url}/metrics", timeout=10).text
-    line = [x for x in text.splitlines() if x.startswith('georag_requests_total{route="/rerank"}')]
+    line = [
+        x for x in text.splitlines() if x.startswith(f'georag_requests_total{{route="{path}"}}')
+    ]
     return int(line[0].split()[-1]) if line else 0
 
 
 @pytest.mark.slow
-def test_sigterm_under_load_answers_every_accepted_request(cache_dir):
+@pytest.mark.parametrize("served", ["rerank", "index"])
+def test_sigterm_under_load_answers_every_accepted_request(served, cache_dir, tiny_index, tmp_path):
     queries, docs = demo_texts()
-    bodies = [{"query": queries[i % 4], "texts": docs[:30]} for i in range(24)]
-    args = ("--method", "maniscope", "--max-batch", "4", "--max-wait-ms", "50")
-    with process_server(*args, "--cache-dir", cache_dir) as (process, url):
+    args = ("--max-batch", "4", "--max-wait-ms", "50")
+    if served == "rerank":
+        path, bodies = "/rerank", [{"query": queries[i % 4], "texts": docs[:30]} for i in range(24)]
+        args += ("--method", "maniscope", "--cache-dir", cache_dir)
+    else:
+        path, bodies = "/retrieve", [{"query": queries[i % 8], "top_k": 5} for i in range(24)]
+        shutil.copytree(tiny_index, tmp_path / "index")
+        args += ("--method", "dense", "--index", str(tmp_path / "index"))
+    with process_server(*args) as (process, url):
 
         async def scenario():
-            load = asyncio.ensure_future(_send(url, bodies))
+            load = asyncio.ensure_future(_send(url, bodies, path))
             deadline = time.monotonic() + 60
-            while _accepted(url) < len(bodies) and time.monotonic() < deadline:
+            while _accepted(url, path) < len(bodies) and time.monotonic() < deadline:
                 await asyncio.sleep(0.02)
-            accepted = _accepted(url)
+            accepted = _accepted(url, path)
             os.killpg(process.pid, signal.SIGTERM)
             return accepted, await load
 
