@@ -28,7 +28,7 @@ def test_a_cell_of_retrieves_matches_the_in_process_retriever(corpus_retriever):
         requests = [load.request_bytes(url, b, "/retrieve") for b in bodies]
         row = load.measure_cell(
             url,
-            os.getpid()  # the server runs in this process,
+            os.getpid(),  # the server runs in this process
             requests,
             lambda i, answer: compare_retrieve(answer, expected[i], 1e-4),
             3,
