@@ -225,6 +225,11 @@ class Retriever:
         return self._root
 
     @property
+    def encoder(self) -> TextEncoder:
+        """The query encoder (the index's model; its ``batch_size`` may be set)."""
+        return self._encoder
+
+    @property
     def generation(self) -> str:
         """The name of the index generation answering now."""
         return self._state.index.generation.name

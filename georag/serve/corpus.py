@@ -20,7 +20,7 @@ import collections
 import os
 
 from georag.serve.config import ServeConfig
-from georag.serve.service import Service, demo_texts
+from georag.serve.service import ENCODE_BATCH, Service, demo_texts
 from georag.serve.shapes import (
     RequestError,
     RetrieveRequest,
@@ -38,9 +38,11 @@ def build_retriever(config: ServeConfig):
     ``OSError`` in one line naming the file or field when the index cannot serve)."""
     import georag
 
-    return georag.Retriever(
+    retriever = georag.Retriever(
         config.index, method=config.method, options=config.options or None, rerank=config.rerank
     )
+    retriever.encoder.batch_size = ENCODE_BATCH
+    return retriever
 
 
 def _one_line(error: Exception) -> str:
