@@ -421,40 +421,42 @@ def flip_trials(art: Artifact, root: Path, trials: int, seed: int = 0) -> Counte
 COLUMNS = ("ok", "corrupt", "clean", "recompute", "traceback", "lost", "mid-write", "litter")
 
 
-def run_isolated(name: str, trials: int, root: Path, *, timeout: float = 900.0) -> dict:
-    """Both fault kinds for artifact ``name`` in a fresh process; ``{fault: counts}``.
+def run_isolated(names: list[str], trials: int, root: Path, *, timeout: float = 900.0) -> dict:
+    """Both fault kinds for each artifact of ``names`` in one fresh process;
+    ``{name: {fault: counts}}``.
 
-    A fresh process per artifact keeps one artifact's threads and libraries (faiss'
-    OpenMP, bm25s) out of the next one's forks; a hang past ``timeout`` is reported as
-    ``{"hang": 1}`` rather than waited for.
+    A fresh process keeps the caller's threads and libraries (faiss' OpenMP, bm25s, a test
+    session's servers) out of the forks; a hang past ``timeout`` is reported as
+    ``{"hang": 1}`` for every artifact rather than waited for.
     """
     import json
     import subprocess
 
-    cmd = [sys.executable, __file__, "--one", name, "--trials", str(trials), "--root", str(root)]
+    cmd = [sys.executable, __file__, "--one", ",".join(names), "--trials", str(trials)]
     try:
         done = subprocess.run(
-            cmd,
+            [*cmd, "--root", str(root)],
             capture_output=True,
             text=True,
             timeout=timeout,
             env={**os.environ, "OMP_NUM_THREADS": "1"},
         )
     except subprocess.TimeoutExpired:
-        return {"kill -9": {"hang": 1}, "byte flip": {"hang": 1}}
+        return {name: {"kill -9": {"hang": 1}, "byte flip": {"hang": 1}} for name in names}
     if done.returncode != 0:
-        raise RuntimeError(f"{name}: the trial process failed:\n{done.stderr[-3000:]}")
+        raise RuntimeError(f"{names}: the trial process failed:\n{done.stderr[-3000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def _one(name: str, trials: int, root: Path) -> dict:
-    art = ARTIFACTS[name]()
-    out = {}
-    for fault, fn in (("kill -9", kill_trials), ("byte flip", flip_trials)):
-        folder = root / f"{name}-{fault.replace(' ', '')}"
-        shutil.rmtree(folder, ignore_errors=True)
-        out[fault] = dict(fn(art, folder, trials))
-        shutil.rmtree(folder, ignore_errors=True)
+def _one(names: str, trials: int, root: Path) -> dict:
+    out: dict = {}
+    for name in names.split(","):
+        art = ARTIFACTS[name]()
+        for fault, fn in (("kill -9", kill_trials), ("byte flip", flip_trials)):
+            folder = root / f"{name}-{fault.replace(' ', '')}"
+            shutil.rmtree(folder, ignore_errors=True)
+            out.setdefault(name, {})[fault] = dict(fn(art, folder, trials))
+            shutil.rmtree(folder, ignore_errors=True)
     return out
 
 
@@ -468,7 +470,7 @@ def table(trials: int, names: list[str], root: Path) -> str:
     ]
     for name in names:
         start = time.perf_counter()
-        counts = run_isolated(name, trials, root)
+        counts = run_isolated([name], trials, root)[name]
         label = ARTIFACTS[name]().name
         for fault, got in counts.items():
             cells = " | ".join(str(got.get(c, 0)) for c in COLUMNS)
@@ -486,7 +488,7 @@ def main() -> None:
     parser.add_argument("--trials", type=int, default=30)
     parser.add_argument("--artifacts", default=",".join(ARTIFACTS))
     parser.add_argument("--root", type=Path, default=Path("runs/faults"))
-    parser.add_argument("--one", help=argparse.SUPPRESS)  # internal: one artifact, JSON out
+    parser.add_argument("--one", help=argparse.SUPPRESS)  # internal: artifacts, JSON out
     args = parser.parse_args()
     torch.set_num_threads(1)
     logging.disable(logging.WARNING)  # the cache's "recomputing" warnings, 30 times over
