@@ -28,6 +28,7 @@ from georag.batch import CandidateBatch, RerankResult
 from georag.rerank.registry import is_retriever, make_reranker
 from georag.rerank.small_pool import rerank_small_pools
 from georag.resources import DEFAULT_MODEL
+from georag.retrieval.backends import with_backend
 from georag.retrieval.encoder import TextEncoder
 from georag.retrieval.text_cache import TextEmbeddingCache
 
@@ -128,6 +129,10 @@ class Reranker:
         Keep the queries' embeddings in the cache too. False encodes the queries of each
         call afresh, all in one encoder call (for traffic whose queries rarely repeat: a
         service), and caches only documents.
+    encoder_backend : str
+        Runtime of every text encoder (this one and a ``bi`` or ``ce`` stage's): ``torch``
+        (default), ``onnx``, ``onnx-int8``, ``openvino``, ``openvino-int8`` (CPU only; see
+        :mod:`georag.retrieval.backends`).
     """
 
     def __init__(
@@ -140,20 +145,20 @@ class Reranker:
         cache_dir: str | os.PathLike | None = None,
         cache_size: int | None = None,
         cache_queries: bool = True,
+        encoder_backend: str = "torch",
     ) -> None:
         if not isinstance(method, str) or not method.strip():
             raise ValueError(f"method: expected a registry spec (e.g. maniscope), got {method!r}")
         self.method = method
         self.cache_queries = cache_queries
-        self.stage = make_reranker(method, options)
+        self.stage = make_reranker(method, with_backend(method, options, encoder_backend))
         if is_retriever(self.stage):
             raise ValueError(
                 f"method: {method!r} retrieves from a whole corpus, it does not rerank a docs list"
             )
-        self.encoder = encoder or TextEncoder(model, show_progress=False)
-        key = f"{self.encoder.name}|max_seq_length={self.encoder.max_seq_length}"
+        self.encoder = encoder or TextEncoder(model, show_progress=False, backend=encoder_backend)
         self.cache = TextEmbeddingCache(
-            f"{key}|{self.encoder.device.type}",
+            self.encoder.cache_key(),
             cache_dir,
             persist=cache_dir is not None,
             max_rows=cache_size,

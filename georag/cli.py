@@ -77,11 +77,24 @@ def _add_eval_args(parser: argparse.ArgumentParser) -> None:
         help="method the others are tested against (paired randomization test, "
         "Holm-corrected; default 'none', the first-stage order, when it is listed)",
     )
+    _add_backend_arg(parser)
     parser.add_argument("--config", type=Path, help="YAML file with the same keys (CLI wins)")
     parser.add_argument(
         "--wandb",
         action="store_true",
         help="log config, metrics and table to W&B (offline unless WANDB_MODE=online)",
+    )
+
+
+def _add_backend_arg(parser: argparse.ArgumentParser, default: str | None = None) -> None:
+    from georag.retrieval.backends import BACKENDS
+
+    parser.add_argument(
+        "--encoder-backend",
+        choices=BACKENDS,
+        default=default,
+        help="runtime of the text encoders: torch (default; the only one on CUDA), or on the "
+        "CPU onnx, onnx-int8 (extra 'onnx'), openvino, openvino-int8 (extra 'openvino')",
     )
 
 
@@ -126,6 +139,7 @@ def _add_serve_args(parser: argparse.ArgumentParser) -> None:
         help="cache query embeddings too (default: encode each batch's queries afresh)",
     )
     parser.add_argument("--model-name", help="the 'model' named in responses (default: --method)")
+    _add_backend_arg(parser)
 
 
 def _build_parser() -> argparse.ArgumentParser:
@@ -142,6 +156,7 @@ def _build_parser() -> argparse.ArgumentParser:
     demo = sub.add_parser("demo", help="run every available method on the bundled demo corpus")
     demo.add_argument("--out", default="runs/demo", help="output folder (default runs/demo)")
     demo.add_argument("--methods", type=_methods, help="methods (default: all available)")
+    _add_backend_arg(demo, "torch")
 
     evaluate = sub.add_parser("eval", help="compare methods on one shared candidate pool")
     _add_eval_args(evaluate)
@@ -196,6 +211,7 @@ def _build_parser() -> argparse.ArgumentParser:
         help="build the persistent HyTE-H Lorentz index (BM25 + Lorentz hybrid) instead",
     )
     index.add_argument("--weights", help="trained HyTE-H projection for --hyperbolic")
+    _add_backend_arg(index, "torch")
 
     plot = sub.add_parser("plot", help="draw figures (PNG)")
     figures = plot.add_subparsers(dest="figure", required=True, parser_class=_Parser)
@@ -232,6 +248,7 @@ def _build_parser() -> argparse.ArgumentParser:
         help="a corpus index: rank with this corpus method (e.g. hipporag2, iso+bi) instead "
         "of the first stage",
     )
+    _add_backend_arg(search)
     return parser
 
 
@@ -253,6 +270,7 @@ def _eval_config(args: argparse.Namespace):
         "out",
         "max_queries",
         "baseline",
+        "encoder_backend",
     ):
         if getattr(args, key) is not None:
             values[key] = getattr(args, key)
@@ -345,7 +363,12 @@ def _cmd_demo(args: argparse.Namespace) -> None:
         m for m in DEMO_METHODS if all(stage in available for stage in m.split("+"))
     ]
     config = EvalConfig(
-        dataset=str(DEMO_DIR), methods=methods, top_m=20, out=args.out, latency_samples=10
+        dataset=str(DEMO_DIR),
+        methods=methods,
+        top_m=20,
+        out=args.out,
+        latency_samples=10,
+        encoder_backend=args.encoder_backend,
     )
     rows = run_eval(config)
     print("\ngeorag demo: bundled corpus, dense MiniLM first stage (top 20), then each reranker\n")
@@ -373,6 +396,7 @@ def _cmd_index(args: argparse.Namespace) -> None:
         index = build_index(docs, args.out, HyTEConfig(weights=args.weights))
         print(f"indexed {len(index.texts)} chunks of {len(docs)} documents into {args.out}")
         return
+    from georag.retrieval.encoder import TextEncoder
     from georag.retrievers.index import build_index, documents_from_dataset, read_documents
 
     if args.corpus is not None:
@@ -381,7 +405,8 @@ def _cmd_index(args: argparse.Namespace) -> None:
         from georag.data.datasets import load_dataset
 
         documents = documents_from_dataset(load_dataset(args.dataset, data_dir=args.data_dir))
-    index = build_index(documents, args.out, model=args.model, kind=args.kind, graphs=args.graph)
+    encoder = TextEncoder(args.model, backend=args.encoder_backend)
+    index = build_index(documents, args.out, kind=args.kind, graphs=args.graph, encoder=encoder)
     graphs = ", ".join(index.graphs) or "none"
     print(f"indexed {index.size} documents into {args.out} (graphs: {graphs})")
 
@@ -448,7 +473,7 @@ def _cmd_search(args: argparse.Namespace) -> None:
 
             store = CorpusIndex.open(args.index).store()
         else:
-            store = IndexStore.load(args.index)
+            store = IndexStore.load(args.index, encoder_backend=args.encoder_backend)
         print(f"index {args.index}: {_SEARCH_MODES[args.first_stage]}")
         hits = store.search(query, k=args.k, first_stage=args.first_stage)
     for rank, (doc_id, score, text) in enumerate(hits, start=1):
@@ -532,6 +557,7 @@ def _serve_config(args: argparse.Namespace):
     names = ("host", "port", "max_batch", "max_wait_ms", "workers", "max_docs")
     names += ("max_text_chars", "max_body_bytes", "max_queue", "api_key_file", "cache_dir")
     names += ("cache_size", "cache_queries", "index", "rerank", "max_top_k")
+    names += ("encoder_backend",)
     given = {n: getattr(args, n) for n in (*names, "model_name") if getattr(args, n) is not None}
     if args.threads is not None:
         given["threads"] = args.threads

@@ -20,6 +20,7 @@ from georag.perf.timing import median_single_ms, timed
 from georag.rerank.base import PoolExpander, PoolReranker
 from georag.rerank.registry import config_class, is_retriever, make_reranker
 from georag.resources import DEFAULT_MODEL, default_cache_dir
+from georag.retrieval.backends import check_backend, with_backend
 from georag.retrieval.candidates import FirstStage, FirstStageConfig, stage_corpus
 from georag.retrieval.encoder import TextEncoder
 
@@ -55,8 +56,10 @@ class EvalConfig:
     method_configs: dict[str, str] = field(default_factory=dict)
     method_options: dict[str, dict] = field(default_factory=dict)
     baseline: str | None = "none"
+    encoder_backend: str = "torch"
 
     def __post_init__(self) -> None:
+        check_backend(self.encoder_backend)
         if self.baseline not in (None, "none") and self.baseline not in self.methods:
             raise ValueError(f"baseline: {self.baseline!r} is not among the methods {self.methods}")
 
@@ -76,14 +79,15 @@ class EvalConfig:
         work; the methods are built from these configs as they are.
         """
         options: dict[str, object] = {}
-        for name in sorted(set(self.method_configs) | set(self.method_options)):
+        given = with_backend("+".join(self.methods), self.method_options, self.encoder_backend)
+        for name in sorted(set(self.method_configs) | set(given)):
             config_cls = config_class(name)
             if config_cls is None:
                 raise ValueError(f"method_options: {name!r} takes no options")
             values = {}
             if name in self.method_configs:
                 values = read_yaml(self.method_configs[name], argument=f"method_configs[{name}]")
-            values.update(self.method_options.get(name, {}))
+            values.update(given.get(name, {}))
             options[name] = config_from_mapping(config_cls, values, where=f"{name} options")
         return options
 
@@ -259,7 +263,7 @@ def eval_first_stage(
             index_kind=config.index_kind,
             fusion=config.fusion,
         ),
-        encoder=encoder or TextEncoder(config.model),
+        encoder=encoder or TextEncoder(config.model, backend=config.encoder_backend),
         cache_dir=config.cache_dir,
     )
 

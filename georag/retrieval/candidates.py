@@ -92,7 +92,11 @@ def corpus_embeddings(
     """
     cache = EmbeddingCache(cache_dir or default_cache_dir() / "embeddings")
     key = EmbeddingCache.key(
-        encoder.name, texts, max_seq_length=encoder.max_seq_length, window=window, overlap=overlap
+        encoder.cache_name,
+        texts,
+        max_seq_length=encoder.max_seq_length,
+        window=window,
+        overlap=overlap,
     )
     return cache.get_or_compute(key, len(texts), lambda: encoder.encode(texts, desc="corpus"))
 
@@ -104,7 +108,7 @@ def query_batch(
     present, else encoded and stored (keyed by the model and the query texts)."""
     ids = list(dataset.queries)
     texts = [dataset.queries[q] for q in ids]
-    key = EmbeddingCache.key(encoder.name, texts, kind="queries")
+    key = EmbeddingCache.key(encoder.cache_name, texts, kind="queries")
     embedded, _ = EmbeddingCache(cache_dir).get_or_compute(
         key, len(texts), lambda: encoder.encode(texts)
     )

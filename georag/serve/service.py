@@ -49,6 +49,7 @@ def build_reranker(config: ServeConfig) -> Reranker:
         cache_dir=config.cache_dir,
         cache_size=config.cache_size,
         cache_queries=config.cache_queries,
+        encoder_backend=config.encoder_backend,
     )
     reranker.encoder.batch_size = ENCODE_BATCH
     return reranker

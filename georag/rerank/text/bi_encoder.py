@@ -20,6 +20,7 @@ import torch
 from georag._io import safe_extract, temp_folder
 from georag.batch import CandidateBatch, RerankResult
 from georag.rerank.registry import register
+from georag.retrieval.backends import check_backend
 
 __all__ = ["BiEncoderConfig", "BiEncoderReranker", "mpnet_from_pypi_parts"]
 
@@ -92,14 +93,18 @@ class BiEncoderConfig:
         per model across calls, runs and processes.
     cache_dir : str, optional
         Root of that cache (default ``$GEORAG_CACHE/text_embeddings``).
+    encoder_backend : str
+        The encoder's runtime (:mod:`georag.retrieval.backends`; ``torch`` by default).
     """
 
     model: str = MPNET
     batch_size: int = 32
     cache: bool = True
     cache_dir: str | None = None
+    encoder_backend: str = "torch"
 
     def __post_init__(self) -> None:
+        check_backend(self.encoder_backend)
         if self.batch_size <= 0:
             raise ValueError(f"batch_size must be positive, got {self.batch_size}")
 
@@ -139,7 +144,10 @@ class BiEncoderReranker:
                 folder = mpnet_from_pypi_parts()
                 model = str(folder) if folder is not None else model
             self._encoder = TextEncoder(
-                model, batch_size=self.config.batch_size, show_progress=False
+                model,
+                batch_size=self.config.batch_size,
+                show_progress=False,
+                backend=self.config.encoder_backend,
             )
         return self._encoder
 
@@ -152,9 +160,7 @@ class BiEncoderReranker:
 
             # an injected encoder names its own model; ours is named by the config
             model = self.config.model if self._own_encoder else self.encoder.name
-            encoder = self.encoder
-            key = f"{model}|max_seq_length={encoder.max_seq_length}|{encoder.device.type}"
-            self._cache = TextEmbeddingCache(key, self.config.cache_dir)
+            self._cache = TextEmbeddingCache(self.encoder.cache_key(model), self.config.cache_dir)
         return self._cache.encode(texts, self.encoder.encode)
 
     def __call__(self, batch: CandidateBatch) -> RerankResult:

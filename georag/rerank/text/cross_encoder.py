@@ -9,18 +9,28 @@ import torch
 from georag.batch import CandidateBatch, RerankResult
 from georag.rerank.registry import register
 from georag.resources import require_model
+from georag.retrieval.backends import check_backend, compiled
 from georag.retrieval.encoder import default_device
 
 __all__ = ["CrossEncoderConfig", "CrossEncoderReranker"]
 
 
+def _logits(model: torch.nn.Module, features: dict[str, torch.Tensor]) -> torch.Tensor:
+    return model(**features).logits
+
+
 @dataclass(frozen=True)
 class CrossEncoderConfig:
-    """``model``: a local folder or hub id (no cross-encoder weights ship on PyPI)."""
+    """``model``: a local folder or hub id (no cross-encoder weights ship on PyPI);
+    ``encoder_backend``: its runtime (:mod:`georag.retrieval.backends`; ``torch`` by default)."""
 
     model: str = "cross-encoder/ms-marco-MiniLM-L-6-v2"
     batch_size: int = 64
     max_length: int = 512
+    encoder_backend: str = "torch"
+
+    def __post_init__(self) -> None:
+        check_backend(self.encoder_backend)
 
 
 @register
@@ -51,7 +61,9 @@ class CrossEncoderReranker:
         tokenizer=None,
     ) -> None:
         self.config = config or CrossEncoderConfig()
-        self.device = torch.device(device) if device is not None else default_device()
+        backend = self.config.encoder_backend
+        self.device = torch.device(device) if device is not None else default_device(backend)
+        check_backend(backend, self.device)
         if model is None or tokenizer is None:  # no cross-encoder weights ship on PyPI
             path = require_model(self.config.model, hint="give ce.model=PATH (a local folder)")
         from transformers import AutoModelForSequenceClassification, AutoTokenizer
@@ -63,6 +75,10 @@ class CrossEncoderReranker:
         self.model.eval()
         if self.model.config.num_labels not in (1, 2):
             raise ValueError(f"model: expected 1 or 2 labels, got {self.model.config.num_labels}")
+        self.session = None
+        if backend != "torch":
+            example = lambda: dict(self.tokenizer(["a query"], ["a passage"], return_tensors="pt"))  # noqa: E731
+            self.session = compiled(self.config.model, backend, self.model, example, _logits)
 
     @torch.inference_mode()
     def _score_pairs(self, queries: list[str], passages: list[str]) -> torch.Tensor:
@@ -77,7 +93,10 @@ class CrossEncoderReranker:
                 max_length=self.config.max_length,
                 return_tensors="pt",
             ).to(self.device)
-            logits = self.model(**inputs).logits.float()
+            if self.session is not None:
+                logits = self.session(inputs)
+            else:
+                logits = self.model(**inputs).logits.float()
             out.append(logits[:, 0] if logits.shape[1] == 1 else logits[:, 1] - logits[:, 0])
         return torch.cat(out) if out else torch.empty(0)
 

@@ -1,0 +1,332 @@
+"""CPU inference backends for georag's transformer encoders: ONNX Runtime and OpenVINO.
+
+On a CPU the transformer is georag's main cost. A backend other than ``torch`` exports the
+model once with the established tools and runs it in another runtime:
+
+- ``onnx``: :func:`torch.onnx.export` (the TorchScript-based exporter: the dynamo exporter
+  of torch 2.13 writes a graph that ONNX Runtime rejects, a duplicated output name, for
+  sentence-transformers' Normalize module) run by ONNX Runtime;
+- ``onnx-int8``: that graph through ONNX Runtime's ``quantize_dynamic`` (int8 weights per
+  output channel, activations quantized per tensor at run time);
+- ``openvino``: :func:`openvino.convert_model` of the ONNX graph, kept in fp32;
+- ``openvino-int8``: that model through NNCF's ``compress_weights`` (int8 weights,
+  asymmetric per output channel; activations stay fp32).
+
+sentence-transformers' own ``onnx`` and ``openvino`` backends are not used: they need
+optimum-onnx 0.1.0 (transformers < 4.58) and optimum-intel 2.2.0 (transformers < 5.6),
+and georag runs transformers 5.x.
+
+The exported model is written once per (model weights, backend) under
+``<cache>/encoders/<name>-<fingerprint>/<backend>/`` as a folder artifact with a SHA-256
+manifest (:func:`georag._io.atomic_folder`), checked on every load and reused. The
+fingerprint is the SHA-256 of the model's state dict, so a changed model gets a new export;
+a damaged export is an error naming the file, never exported over.
+
+Each session runs on the caller's thread policy (:mod:`georag.perf.threads`): as many
+intra-op threads as ``torch.get_num_threads()``, one inter-op thread, and no spinning.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from georag._io import ArtifactError, atomic_folder, check_folder
+from georag.resources import default_cache_dir
+
+__all__ = [
+    "BACKENDS",
+    "DEFAULT_BACKEND",
+    "ENCODER_STAGES",
+    "FORMAT",
+    "Session",
+    "check_backend",
+    "compiled",
+    "export",
+    "fingerprint",
+    "require_runtime",
+    "with_backend",
+]
+
+BACKENDS = ("torch", "onnx", "onnx-int8", "openvino", "openvino-int8")
+DEFAULT_BACKEND = "torch"
+#: the rerank stages that run a text encoder of their own (``encoder_backend`` in their config)
+ENCODER_STAGES = ("bi", "ce")
+FORMAT = "georag-encoder-export"
+_RUNTIMES = {"onnx": ("onnxruntime", "onnx"), "openvino": ("openvino", "openvino")}
+_FILES = {"onnx": "model.onnx", "openvino": "model.xml"}
+
+
+def check_backend(backend: str, device: torch.device | None = None) -> str:
+    """Return ``backend`` when it is one of :data:`BACKENDS` and can run on ``device``.
+
+    Raises
+    ------
+    ValueError
+        One line naming ``encoder_backend``.
+    """
+    if backend not in BACKENDS:
+        raise ValueError(f"encoder_backend: expected one of {', '.join(BACKENDS)}, got {backend!r}")
+    if backend != "torch" and device is not None and device.type != "cpu":
+        raise ValueError(
+            f"encoder_backend: {backend!r} runs on the CPU; on {device.type} use 'torch' "
+            "(or device='cpu')"
+        )
+    return backend
+
+
+def with_backend(spec: str, options: dict | None, backend: str) -> dict:
+    """``options`` (``{stage: {field: value}}``) with ``encoder_backend`` set to ``backend``
+    for the text-encoder stages (:data:`ENCODER_STAGES`) of the method ``spec``, unless
+    given there already."""
+    options = {name: dict(values) for name, values in (options or {}).items()}
+    if backend != DEFAULT_BACKEND:
+        for stage in (s.strip() for s in spec.split("+")):
+            if stage in ENCODER_STAGES:
+                options.setdefault(stage, {}).setdefault("encoder_backend", backend)
+    return options
+
+
+def _runtime(backend: str) -> str:
+    return backend.split("-")[0]
+
+
+def require_runtime(backend: str) -> None:
+    """Import the runtime of ``backend`` (and its exporter), or fail naming the extra.
+
+    Raises
+    ------
+    ImportError
+        One line: ``pip install 'georag[onnx]'`` or ``'georag[openvino]'``.
+    """
+    if backend == "torch":
+        return
+    runtime = _runtime(backend)
+    module, extra = _RUNTIMES[runtime]
+    needed = [module] + {"onnx-int8": ["onnx"], "openvino-int8": ["nncf"]}.get(backend, [])
+    for name in needed:
+        try:
+            __import__(name)
+        except ImportError:
+            raise ImportError(
+                f"encoder_backend {backend!r} needs {name}: pip install 'georag[{extra}]'"
+            ) from None
+
+
+def fingerprint(module: torch.nn.Module) -> str:
+    """SHA-256 of ``module``'s class and state dict (names, dtypes, shapes, values)."""
+    digest = hashlib.sha256(type(module).__qualname__.encode())
+    for name, tensor in module.state_dict().items():
+        tensor = tensor.detach().cpu().contiguous()
+        digest.update(f"{name}|{tensor.dtype}|{tuple(tensor.shape)}".encode())
+        digest.update(tensor.view(torch.uint8).numpy() if tensor.numel() else b"")
+    return digest.hexdigest()
+
+
+def _folder(root: Path, backend: str) -> Path:
+    return root / backend
+
+
+def _export_onnx(module: torch.nn.Module, example: dict[str, torch.Tensor], out: Path) -> None:
+    names = list(example)
+    axes = {name: {0: "batch", 1: "sequence"} for name in names}
+    with torch.inference_mode(False), torch.no_grad():
+        torch.onnx.export(
+            module.eval(),
+            tuple(example[n] for n in names),
+            str(out),
+            input_names=names,
+            output_names=["output"],
+            dynamic_axes={**axes, "output": {0: "batch"}},
+            opset_version=17,
+            dynamo=False,
+        )
+
+
+def _build(source: Path, backend: str, target: Path) -> None:
+    """Write ``backend``'s model file into ``target`` from the fp32 ONNX folder ``source``."""
+    onnx_file = source / _FILES["onnx"]
+    if backend == "onnx-int8":
+        from onnxruntime.quantization import QuantType, quantize_dynamic
+
+        quantize_dynamic(
+            onnx_file, target / _FILES["onnx"], per_channel=True, weight_type=QuantType.QInt8
+        )
+        return
+    import openvino as ov
+
+    model = ov.convert_model(str(onnx_file))
+    if backend == "openvino-int8":
+        import nncf
+
+        model = nncf.compress_weights(model, mode=nncf.CompressWeightsMode.INT8_ASYM)
+    ov.save_model(model, str(target / _FILES["openvino"]), compress_to_fp16=False)
+
+
+def _checked(folder: Path, backend: str, digest: str) -> Path:
+    try:
+        manifest = check_folder(folder, format=FORMAT)
+    except ArtifactError as error:
+        raise ArtifactError(f"{error}; remove {folder} to export it again") from None
+    if manifest.get("backend") != backend or manifest.get("fingerprint") != digest:
+        raise ArtifactError(
+            f"{folder}: an export of another model or backend; remove it to export again"
+        )
+    return folder / _FILES[_runtime(backend)]
+
+
+def export(
+    name: str,
+    backend: str,
+    build: Callable[[], tuple[torch.nn.Module, dict[str, torch.Tensor]]],
+    digest: str,
+    *,
+    cache_dir: str | os.PathLike | None = None,
+) -> Path:
+    """The model file of ``backend``, exported on first use and checked on every load.
+
+    Parameters
+    ----------
+    name : str
+        The model's name or folder (its last part labels the cache folder).
+    backend : str
+        Any of :data:`BACKENDS` but ``torch``.
+    build : callable
+        Returns the module to export (a forward of named int64 tensors (B, L) to one
+        float tensor (B, ...)) and an example of its inputs; called only to export.
+    digest : str
+        The model's :func:`fingerprint`.
+    cache_dir : path, optional
+        Cache root (default ``$GEORAG_CACHE`` or ``~/.cache/georag``).
+
+    Returns
+    -------
+    Path
+        ``model.onnx`` or ``model.xml``.
+
+    Raises
+    ------
+    georag._io.ArtifactError
+        An existing export fails its manifest check (one line naming the file).
+    """
+    require_runtime(backend)
+    label = re.sub(r"[^A-Za-z0-9_.-]+", "_", Path(str(name).rstrip("/")).name) or "model"
+    root = Path(cache_dir or default_cache_dir()) / "encoders" / f"{label}-{digest[:16]}"
+    chain = ["onnx"] if backend == "onnx" else ["onnx", backend]
+    for step in chain:
+        folder = _folder(root, step)
+        if folder.exists():
+            _checked(folder, step, digest)
+            continue
+        with atomic_folder(
+            folder, format=FORMAT, backend=step, fingerprint=digest, model=name
+        ) as tmp:
+            if step == "onnx":
+                module, example = build()
+                _export_onnx(module, example, tmp / _FILES["onnx"])
+            else:
+                _build(_folder(root, "onnx"), step, tmp)
+    return _checked(_folder(root, backend), backend, digest)
+
+
+class _Positional(torch.nn.Module):
+    """``output(module, features)`` over positional inputs named ``names``, for export."""
+
+    def __init__(self, module: torch.nn.Module, names: list[str], output: Callable) -> None:
+        super().__init__()
+        self.module, self.names, self.output = module, names, output
+
+    def forward(self, *inputs: torch.Tensor) -> torch.Tensor:
+        return self.output(self.module, dict(zip(self.names, inputs)))
+
+
+def compiled(
+    name: str,
+    backend: str,
+    module: torch.nn.Module,
+    example: Callable[[], dict[str, torch.Tensor]],
+    output: Callable[[torch.nn.Module, dict[str, torch.Tensor]], torch.Tensor],
+    *,
+    cache_dir: str | os.PathLike | None = None,
+) -> Session:
+    """A :class:`Session` of ``module`` under ``backend`` (exported on first use, see
+    :func:`export`); ``module``'s weights are freed afterwards (moved to the meta device).
+
+    Parameters
+    ----------
+    name, backend, cache_dir
+        As in :func:`export`.
+    module : torch.nn.Module
+        The fp32 model on the CPU.
+    example : callable
+        Example inputs ``{name: int64 tensor (B, L)}``, called only to export.
+    output : callable
+        ``output(module, features)``: the tensor (B, ...) that the session returns.
+    """
+
+    def build() -> tuple[torch.nn.Module, dict[str, torch.Tensor]]:
+        features = example()
+        return _Positional(module, list(features), output), features
+
+    session = Session(export(name, backend, build, fingerprint(module), cache_dir=cache_dir))
+    module.to("meta")
+    return session
+
+
+class Session:
+    """One exported model, compiled for the CPU on the caller's thread count.
+
+    Parameters
+    ----------
+    path : Path
+        ``model.onnx`` (ONNX Runtime) or ``model.xml`` (OpenVINO).
+    threads : int, optional
+        Intra-op threads; ``torch.get_num_threads()`` (georag's thread policy) by default.
+    """
+
+    def __init__(self, path: Path, *, threads: int | None = None) -> None:
+        self.path = path
+        self.threads = int(threads or torch.get_num_threads())
+        self.runtime = "openvino" if path.suffix == ".xml" else "onnx"
+        if self.runtime == "onnx":
+            import onnxruntime as ort
+
+            options = ort.SessionOptions()
+            options.intra_op_num_threads = self.threads
+            options.inter_op_num_threads = 1
+            options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+            options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+            self._session = ort.InferenceSession(
+                str(path), options, providers=["CPUExecutionProvider"]
+            )
+            self.input_names = [i.name for i in self._session.get_inputs()]
+        else:
+            import openvino as ov
+
+            config = {
+                "INFERENCE_NUM_THREADS": self.threads,
+                "NUM_STREAMS": 1,
+                "INFERENCE_PRECISION_HINT": "f32",
+                "PERFORMANCE_HINT": "LATENCY",
+            }
+            self._compiled = ov.Core().compile_model(str(path), "CPU", config)
+            self.input_names = [i.get_any_name() for i in self._compiled.inputs]
+
+    def __call__(self, feeds: dict[str, torch.Tensor]) -> torch.Tensor:
+        """Run on the named int64 inputs (B, L); returns the float32 output (B, ...)."""
+        arrays = {
+            n: np.ascontiguousarray(feeds[n].numpy(), dtype=np.int64) for n in self.input_names
+        }
+        if self.runtime == "onnx":
+            out = self._session.run(None, arrays)[0]
+        else:  # one infer request per call: the compiled model's own is not thread-safe
+            request = self._compiled.create_infer_request()
+            request.infer(arrays)
+            out = request.get_output_tensor(0).data.copy()
+        return torch.from_numpy(np.asarray(out, dtype=np.float32))
