@@ -61,3 +61,15 @@ def test_needs_texts(tiny_model_dir):
     batch = CandidateBatch(**make_batch().__dict__ | {"cand_texts": None})
     with pytest.raises(ValueError, match="needs query_texts and cand_texts"):
         reranker(batch)
+
+
+def test_scores_through_onnx_equal_torch(tiny_model_dir, tmp_path, monkeypatch):
+    pytest.importorskip("onnxruntime")
+    monkeypatch.setenv("GEORAG_CACHE", str(tmp_path))
+    queries, passages = ["what purrs", "a colour", "x"], ["cats purr", "blue", "y " * 40]
+    scores = {}
+    for backend in ("torch", "onnx"):
+        config = CrossEncoderConfig(model=str(tiny_model_dir), encoder_backend=backend)
+        scores[backend] = CrossEncoderReranker(config, device="cpu")._score_pairs(queries, passages)
+    torch.testing.assert_close(scores["onnx"], scores["torch"], atol=1e-5, rtol=1e-4)
+    assert list((tmp_path / "encoders").glob("*/onnx/model.onnx"))

@@ -149,41 +149,6 @@ def test_thread_policy_reaches_the_sessions(encoders):
         torch.set_num_threads(before)
 
 
-@pytest.fixture(scope="module")
-def tiny_cross_encoder(tmp_path_factory):
-    """A tiny random BERT cross-encoder built from a config, with MiniLM's tokenizer."""
-    from transformers import BertConfig, BertForSequenceClassification, BertTokenizerFast
-
-    from georag.resources import resolve_model_path
-
-    folder = tmp_path_factory.mktemp("tiny-ce")
-    torch.manual_seed(0)
-    config = BertConfig(
-        hidden_size=16,
-        num_hidden_layers=1,
-        num_attention_heads=2,
-        intermediate_size=32,
-        num_labels=2,
-    )
-    BertForSequenceClassification(config).save_pretrained(folder)
-    tokenizer = BertTokenizerFast.from_pretrained(resolve_model_path("all-MiniLM-L6-v2"))
-    tokenizer.save_pretrained(folder)
-    return folder
-
-
-def test_cross_encoder_through_onnx(tiny_cross_encoder, export_cache, monkeypatch):
-    from georag.rerank.cross_encoder import CrossEncoderConfig, CrossEncoderReranker
-
-    monkeypatch.setenv("GEORAG_CACHE", str(export_cache))
-    queries, passages = ["what purrs", "a colour", "x"], ["cats purr", "blue", "y " * 40]
-    scores = {}
-    for name in ("torch", "onnx"):
-        config = CrossEncoderConfig(model=str(tiny_cross_encoder), encoder_backend=name)
-        reranker = CrossEncoderReranker(config, device="cpu")
-        scores[name] = reranker._score_pairs(queries, passages)
-    torch.testing.assert_close(scores["onnx"], scores["torch"], atol=1e-5, rtol=1e-4)
-
-
 @pytest.mark.slow
 def test_mpnet_bi_encoder_through_onnx(export_cache, monkeypatch):
     from georag.rerank.bi_encoder import BiEncoderConfig, BiEncoderReranker, _parts_installed
