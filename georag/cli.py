@@ -405,8 +405,12 @@ def _cmd_index(args: argparse.Namespace) -> None:
         from georag.data.datasets import load_dataset
 
         documents = documents_from_dataset(load_dataset(args.dataset, data_dir=args.data_dir))
-    encoder = TextEncoder(args.model, backend=args.encoder_backend)
-    index = build_index(documents, args.out, kind=args.kind, graphs=args.graph, encoder=encoder)
+    encoder = None
+    if args.encoder_backend != "torch":
+        encoder = TextEncoder(args.model, backend=args.encoder_backend)
+    index = build_index(
+        documents, args.out, model=args.model, kind=args.kind, graphs=args.graph, encoder=encoder
+    )
     graphs = ", ".join(index.graphs) or "none"
     print(f"indexed {index.size} documents into {args.out} (graphs: {graphs})")
 
@@ -473,7 +477,12 @@ def _cmd_search(args: argparse.Namespace) -> None:
 
             store = CorpusIndex.open(args.index).store()
         else:
-            store = IndexStore.load(args.index, encoder_backend=args.encoder_backend)
+            store = IndexStore.load(args.index)
+        if args.encoder_backend not in (None, store.encoder_backend):
+            raise ValueError(
+                f"--encoder-backend: the index {args.index} was built with "
+                f"{store.encoder_backend!r}, not {args.encoder_backend!r}"
+            )
         print(f"index {args.index}: {_SEARCH_MODES[args.first_stage]}")
         hits = store.search(query, k=args.k, first_stage=args.first_stage)
     for rank, (doc_id, score, text) in enumerate(hits, start=1):

@@ -72,21 +72,14 @@ class IndexStore:
             (tmp / "docs.json").write_text(docs, encoding="utf-8")
 
     @classmethod
-    def load(cls, folder: str | os.PathLike, *, encoder_backend: str | None = None) -> IndexStore:
-        """Read a store, checking the manifest's format, sizes and checksums, and that it
-        was built with ``encoder_backend`` when one is given (queries are encoded with the
-        backend that built the index)."""
+    def load(cls, folder: str | os.PathLike) -> IndexStore:
+        """Read a store, checking the manifest's format, sizes and checksums (its queries
+        are encoded with the encoder backend that built it)."""
         folder = Path(folder)
         try:
             manifest = check_folder(folder, format=FORMAT, version=VERSION)
         except ArtifactError as err:
             raise ValueError(f"--index: {err}") from None
-        built = manifest.get("encoder_backend", "torch")
-        if encoder_backend is not None and encoder_backend != built:
-            raise ValueError(
-                f"--encoder-backend: the index {folder} was built with {built!r}, "
-                f"not {encoder_backend!r}"
-            )
         docs = json.loads((folder / "docs.json").read_text(encoding="utf-8"))
         return cls(
             DenseIndex.load(folder / "dense.faiss"),
@@ -94,7 +87,7 @@ class IndexStore:
             docs["doc_ids"],
             docs["texts"],
             manifest["model"],
-            built,
+            manifest.get("encoder_backend", "torch"),
         )
 
     def search(

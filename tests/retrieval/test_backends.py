@@ -188,7 +188,7 @@ def test_reranker_api_on_onnx(encoders, export_cache, monkeypatch):
     assert [d.id for d in ranked["onnx"]] == [d.id for d in ranked["torch"]]
 
 
-def test_index_built_with_another_backend(tmp_path, encoders, export_cache, monkeypatch):
+def test_index_built_with_another_backend(tmp_path, encoders, export_cache, monkeypatch, capsys):
     from georag.data.beir import load_beir
     from georag.data.bundled import DEMO_DIR
     from georag.retrieval.store import IndexStore, build_store
@@ -200,5 +200,20 @@ def test_index_built_with_another_backend(tmp_path, encoders, export_cache, monk
     build_store(data, tmp_path / "index", encoder_backend="onnx")
     store = IndexStore.load(tmp_path / "index")
     assert store.encoder_backend == "onnx" and store.search("tumour", k=2, first_stage="dense")
-    with pytest.raises(ValueError, match=r"--encoder-backend: .* built with 'onnx', not 'torch'"):
-        IndexStore.load(tmp_path / "index", encoder_backend="torch")
+    argv = ["search", "--index", str(tmp_path / "index"), "--encoder-backend", "torch", "tumour"]
+    capsys.readouterr()
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("georag: error: --encoder-backend:") and "built with 'onnx'" in err
+
+
+def test_corpus_index_records_the_backend(tmp_path, encoders):
+    from georag.retrievers.index import CorpusIndex, build_index
+
+    docs = [{"id": str(i), "title": "", "text": t} for i, t in enumerate(TEXTS)]
+    index = build_index(docs, tmp_path / "corpus", encoder=encoders["onnx"])
+    assert index.manifest["encoder_backend"] == "onnx"
+    assert CorpusIndex.open(tmp_path / "corpus").store().encoder_backend == "onnx"
+    index.check_encoder(encoders["onnx"])
+    with pytest.raises(ValueError, match="encoder_backend is 'onnx', the encoder's is 'onnx-int8'"):
+        index.check_encoder(encoders["onnx-int8"])
