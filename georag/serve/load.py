@@ -256,6 +256,7 @@ def rerank_workload(
     cache_dir: str,
     embedding_cache: str | None,
     cache_queries: bool,
+    encoder_backend: str = "torch",
 ) -> tuple[list[tuple[str, list[str]]], object]:
     """(query, top-M texts) of the first ``queries`` SciFact test queries, and the encoder.
 
@@ -263,14 +264,15 @@ def rerank_workload(
     embeddings the first stage holds (the same model, maximum sequence length and device as
     the server's encoder), so no document is encoded while timed; ``first_stage="bm25"``
     takes the BM25 top-M and encodes only its texts (for a machine without the corpus
-    embeddings); ``cache_queries`` puts the queries in the cache too.
+    embeddings); ``cache_queries`` puts the queries in the cache too; the encoder runs on
+    ``encoder_backend``, the server's.
     """
     import georag
 
     data = georag.load_beir("scifact", data_dir=data_dir)
     qids = list(data.queries)[:queries]
     texts_of_queries = [data.queries[q] for q in qids]
-    encoder = georag.TextEncoder(show_progress=False)
+    encoder = georag.TextEncoder(show_progress=False, backend=encoder_backend)
     cache = georag.Reranker("none", encoder=encoder, cache_dir=cache_dir)
     if first_stage == "dense":
         config = georag.FirstStageConfig(top_m=top_m)

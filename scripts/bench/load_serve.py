@@ -47,6 +47,7 @@ from pathlib import Path
 import orjson
 
 from georag.perf.bench import bench_parser, positive_int, start
+from georag.retrieval.backends import BACKENDS
 from georag.serve import load
 from georag.serve.load_retrieve import (
     compare_retrieve,
@@ -65,7 +66,7 @@ DEFAULTS = {
 
 def _serve_args(method: str, batch: int, args) -> list[str]:
     out = ["--method", method, "--max-batch", str(batch), "--max-wait-ms", str(args.max_wait_ms)]
-    return out + ["--max-queue", "4096"]
+    return out + ["--max-queue", "4096", "--encoder-backend", args.encoder_backend]
 
 
 def _cells(method, batch, served, requests, expected, compare, latency, args) -> list[dict]:
@@ -93,7 +94,8 @@ def _cells(method, batch, served, requests, expected, compare, latency, args) ->
 def _rerank(args, methods) -> list[dict]:
     t0 = time.perf_counter()
     names = ("data_dir", "queries", "top_m", "first_stage", "cache_dir", "embedding_cache")
-    workload, encoder = load.rerank_workload(*(getattr(args, n) for n in names), args.cache_queries)
+    names += ("cache_queries", "encoder_backend")
+    workload, encoder = load.rerank_workload(*(getattr(args, n) for n in names))
     sizes = [len(orjson.dumps({"query": q, "texts": docs})) for q, docs in workload]
     print(
         f"# workload: {len(workload)} queries x {args.top_m} texts ({args.first_stage}; "
@@ -173,6 +175,7 @@ def _in_process(args, methods, workload) -> list[dict]:
                 max_queue=4096,
                 cache_dir=args.cache_dir,
                 cache_queries=args.cache_queries,
+                encoder_backend=args.encoder_backend,
             )
             profile = f"{args.profile}.{method}.b{batch}.txt" if args.profile else None
             figures = load.in_process(config, workload, args.requests, args.passes, profile)
@@ -199,6 +202,7 @@ def main() -> None:
     parser.add_argument("--first-stage", choices=["dense", "bm25"], default="dense")
     parser.add_argument("--max-batch", type=positive_int, default=64, help="micro-batched setting")
     parser.add_argument("--max-wait-ms", type=float, default=2.0)
+    parser.add_argument("--encoder-backend", choices=BACKENDS, default="torch")
     parser.add_argument("--cache-dir", default="runs/load_serve_cache", help="server text cache")
     parser.add_argument("--embedding-cache", help="corpus embeddings (default $GEORAG_CACHE)")
     parser.add_argument("--cache-queries", action="store_true", help="queries cached too")
