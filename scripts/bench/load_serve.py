@@ -7,8 +7,7 @@ new: before the timing, the server's text cache (``--cache-dir``) receives the w
 texts with the corpus embeddings the first stage holds, so no document is encoded while
 timed, and the server encodes every request's query itself (``--cache-queries``: queries
 cached too). ``--first-stage bm25`` takes the BM25 top-M and encodes only its texts (for
-a machine without the corpus embeddings). Parity: the in-process ``georag.Reranker``
-reading the same cache (``georag.serve.load``).
+a machine without the corpus embeddings). Parity: in-process ``georag.Reranker``, same cache.
 
 ``--mode retrieve``: an index of the ``--dataset`` corpus less its last ``--adds x
 --add-batch`` documents (built once; each server gets a copy), the data set's queries to
