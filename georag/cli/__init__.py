@@ -511,7 +511,3 @@ def main(argv: list[str] | None = None) -> int:
         )
         return 2
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

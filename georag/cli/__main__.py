@@ -1,0 +1,7 @@
+"""``python -m georag.cli``: the ``georag`` command."""
+
+import sys
+
+from georag.cli import main
+
+sys.exit(main())
