@@ -41,18 +41,22 @@ __all__ = [
 
 
 def retrieve_workload(
-    dataset: str, data_dir: str | None, held_out: int, folder: str | Path
+    dataset: str, data_dir: str | None, held_out: int, folder: str | Path, backend: str = "torch"
 ) -> tuple[list[str], list[dict]]:
     """Build the index of ``dataset``'s corpus less its last ``held_out`` documents in
-    ``folder``; the data set's queries and the held-out documents."""
+    ``folder`` with the encoder ``backend`` (the server's and the in-process reference's query
+    encoder follow the index's); the data set's queries and the held-out documents."""
     from georag.data.beir import load_beir
+    from georag.resources import DEFAULT_MODEL
+    from georag.retrieval.encoder import TextEncoder
     from georag.retrievers.index import build_index, documents_from_dataset
 
     data = load_beir(dataset, data_dir=data_dir)
     documents = documents_from_dataset(data)
     if held_out >= len(documents):
         raise ValueError(f"--adds: {held_out} documents to hold out of {len(documents)}")
-    build_index(documents[: len(documents) - held_out], folder)
+    encoder = TextEncoder(DEFAULT_MODEL, backend=backend) if backend != "torch" else None
+    build_index(documents[: len(documents) - held_out], folder, encoder=encoder)
     return list(data.queries.values()), documents[len(documents) - held_out :]
 
 

@@ -124,9 +124,9 @@ def _rerank(args, methods) -> list[dict]:
 
 def _retrieve(args, methods) -> tuple[list[dict], list[dict]]:
     work = Path(tempfile.mkdtemp(prefix="load_serve_"))
-    held = args.adds * args.add_batch
-    t0 = time.perf_counter()
-    queries, held_out = retrieve_workload(args.dataset, args.data_dir, held, work / "index")
+    held, t0 = args.adds * args.add_batch, time.perf_counter()
+    where = (args.dataset, args.data_dir, held, work / "index", args.encoder_backend)
+    queries, held_out = retrieve_workload(*where)
     queries = queries[: args.queries]
     groups = [held_out[i : i + args.add_batch] for i in range(0, held, args.add_batch)]
     probes = [d["text"] for d in held_out]
