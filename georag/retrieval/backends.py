@@ -9,8 +9,13 @@ model once with the established tools and runs it in another runtime:
 - ``onnx-int8``: that graph through ONNX Runtime's ``quantize_dynamic`` (int8 weights per
   output channel, activations quantized per tensor at run time);
 - ``openvino``: :func:`openvino.convert_model` of the ONNX graph, kept in fp32;
-- ``openvino-int8``: that model through NNCF's ``compress_weights`` (int8 weights,
-  asymmetric per output channel; activations stay fp32).
+- ``openvino-int8``: that model through NNCF's post-training quantization
+  (``nncf.quantize`` with ``ModelType.TRANSFORMER``: int8 weights and activations,
+  calibrated on :func:`calibration_texts`).
+
+Attention is exported in its eager form (MatMul, Softmax): torch's
+``scaled_dot_product_attention`` exports with NaN guards (IsNaN, Where) that cost OpenVINO
+about a fifth of its time.
 
 sentence-transformers' own ``onnx`` and ``openvino`` backends are not used: they need
 optimum-onnx 0.1.0 (transformers < 4.58) and optimum-intel 2.2.0 (transformers < 5.6),
@@ -29,9 +34,11 @@ intra-op threads as ``torch.get_num_threads()``, one inter-op thread, and no spi
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -42,10 +49,13 @@ from georag.resources import default_cache_dir
 
 __all__ = [
     "BACKENDS",
+    "CALIBRATION",
     "DEFAULT_BACKEND",
     "ENCODER_STAGES",
     "FORMAT",
     "Session",
+    "Calibration",
+    "calibration_texts",
     "check_backend",
     "compiled",
     "export",
@@ -59,8 +69,14 @@ DEFAULT_BACKEND = "torch"
 #: the rerank stages that run a text encoder of their own (``encoder_backend`` in their config)
 ENCODER_STAGES = ("bi", "ce")
 FORMAT = "georag-encoder-export"
+#: the export recipe's version, a level of the cache folder: a changed recipe exports anew
+RECIPE = "v2"
+#: English queries and passages (encyclopedic, biomedical, engineering) that calibrate int8
+CALIBRATION = Path(__file__).resolve().parents[1] / "data" / "calibration.json"
 _RUNTIMES = {"onnx": ("onnxruntime", "onnx"), "openvino": ("openvino", "openvino")}
 _FILES = {"onnx": "model.onnx", "openvino": "model.xml"}
+#: the inputs that calibrate int8 activations: ``[{name: int64 tensor (1, L)}]``
+Calibration = Callable[[], list[dict[str, torch.Tensor]]]
 
 
 def check_backend(backend: str, device: torch.device | None = None) -> str:
@@ -119,6 +135,14 @@ def require_runtime(backend: str) -> None:
             ) from None
 
 
+def calibration_texts() -> tuple[list[str], list[str]]:
+    """The queries and the passages that calibrate the activation ranges of
+    ``openvino-int8`` (:data:`CALIBRATION`, written for georag: questions, encyclopedic
+    entries, scientific and engineering abstracts)."""
+    texts = json.loads(CALIBRATION.read_text(encoding="utf-8"))
+    return list(texts["queries"]), list(texts["passages"])
+
+
 def fingerprint(module: torch.nn.Module) -> str:
     """SHA-256 of ``module``'s class and state dict (names, dtypes, shapes, values)."""
     digest = hashlib.sha256(type(module).__qualname__.encode())
@@ -133,10 +157,26 @@ def _folder(root: Path, backend: str) -> Path:
     return root / backend
 
 
+@contextmanager
+def _eager_attention(module: torch.nn.Module) -> Iterator[None]:
+    """Run the transformers models inside ``module`` with eager attention, then restore."""
+    from transformers import PreTrainedModel
+
+    models = [m for m in module.modules() if isinstance(m, PreTrainedModel)]
+    before = [m.config._attn_implementation for m in models]
+    for model in models:
+        model.set_attn_implementation("eager")
+    try:
+        yield
+    finally:
+        for model, implementation in zip(models, before):
+            model.set_attn_implementation(implementation)
+
+
 def _export_onnx(module: torch.nn.Module, example: dict[str, torch.Tensor], out: Path) -> None:
     names = list(example)
     axes = {name: {0: "batch", 1: "sequence"} for name in names}
-    with torch.inference_mode(False), torch.no_grad():
+    with torch.inference_mode(False), torch.no_grad(), _eager_attention(module):
         torch.onnx.export(
             module.eval(),
             tuple(example[n] for n in names),
@@ -149,7 +189,7 @@ def _export_onnx(module: torch.nn.Module, example: dict[str, torch.Tensor], out:
         )
 
 
-def _build(source: Path, backend: str, target: Path) -> None:
+def _build(source: Path, backend: str, target: Path, calibration: Calibration) -> None:
     """Write ``backend``'s model file into ``target`` from the fp32 ONNX folder ``source``."""
     onnx_file = source / _FILES["onnx"]
     if backend == "onnx-int8":
@@ -165,7 +205,13 @@ def _build(source: Path, backend: str, target: Path) -> None:
     if backend == "openvino-int8":
         import nncf
 
-        model = nncf.compress_weights(model, mode=nncf.CompressWeightsMode.INT8_ASYM)
+        samples = [{k: v.numpy() for k, v in f.items()} for f in calibration()]
+        model = nncf.quantize(
+            model,
+            nncf.Dataset(samples),
+            model_type=nncf.ModelType.TRANSFORMER,
+            subset_size=len(samples),
+        )
     ov.save_model(model, str(target / _FILES["openvino"]), compress_to_fp16=False)
 
 
@@ -186,6 +232,7 @@ def export(
     backend: str,
     build: Callable[[], tuple[torch.nn.Module, dict[str, torch.Tensor]]],
     digest: str,
+    calibration: Calibration,
     *,
     cache_dir: str | os.PathLike | None = None,
 ) -> Path:
@@ -202,6 +249,9 @@ def export(
         float tensor (B, ...)) and an example of its inputs; called only to export.
     digest : str
         The model's :func:`fingerprint`.
+    calibration : callable
+        Returns the int8 calibration inputs, ``[{name: int64 tensor (1, L)}]`` (the model's
+        features of :func:`calibration_texts`); called only to build ``openvino-int8``.
     cache_dir : path, optional
         Cache root (default ``$GEORAG_CACHE`` or ``~/.cache/georag``).
 
@@ -217,7 +267,7 @@ def export(
     """
     require_runtime(backend)
     label = re.sub(r"[^A-Za-z0-9_.-]+", "_", Path(str(name).rstrip("/")).name) or "model"
-    root = Path(cache_dir or default_cache_dir()) / "encoders" / f"{label}-{digest[:16]}"
+    root = Path(cache_dir or default_cache_dir()) / "encoders" / f"{label}-{digest[:16]}" / RECIPE
     chain = ["onnx"] if backend == "onnx" else ["onnx", backend]
     for step in chain:
         folder = _folder(root, step)
@@ -231,7 +281,7 @@ def export(
                 module, example = build()
                 _export_onnx(module, example, tmp / _FILES["onnx"])
             else:
-                _build(_folder(root, "onnx"), step, tmp)
+                _build(_folder(root, "onnx"), step, tmp, calibration)
     return _checked(_folder(root, backend), backend, digest)
 
 
@@ -252,6 +302,7 @@ def compiled(
     module: torch.nn.Module,
     example: Callable[[], dict[str, torch.Tensor]],
     output: Callable[[torch.nn.Module, dict[str, torch.Tensor]], torch.Tensor],
+    calibration: Calibration,
     *,
     cache_dir: str | os.PathLike | None = None,
 ) -> Session:
@@ -260,7 +311,7 @@ def compiled(
 
     Parameters
     ----------
-    name, backend, cache_dir
+    name, backend, calibration, cache_dir
         As in :func:`export`.
     module : torch.nn.Module
         The fp32 model on the CPU.
@@ -274,7 +325,8 @@ def compiled(
         features = example()
         return _Positional(module, list(features), output), features
 
-    session = Session(export(name, backend, build, fingerprint(module), cache_dir=cache_dir))
+    digest = fingerprint(module)
+    session = Session(export(name, backend, build, digest, calibration, cache_dir=cache_dir))
     module.to("meta")
     return session
 

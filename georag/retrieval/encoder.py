@@ -3,11 +3,19 @@
 from __future__ import annotations
 
 import os
+from itertools import chain
 
 import torch
 
 from georag.resources import DEFAULT_MODEL, require_model
-from georag.retrieval.backends import DEFAULT_BACKEND, Session, check_backend, compiled
+from georag.retrieval.backends import (
+    DEFAULT_BACKEND,
+    RECIPE,
+    Session,
+    calibration_texts,
+    check_backend,
+    compiled,
+)
 
 __all__ = ["TextEncoder", "default_device"]
 
@@ -75,24 +83,37 @@ class TextEncoder:
                 self.name,
                 self.backend,
                 self.model.float(),
-                self._example,
+                lambda: self._features(["an example sentence", "two"]),
                 _sentence_embedding,
+                lambda: [self._features([t]) for t in chain(*calibration_texts())],
                 cache_dir=cache_dir,
             )
 
     @property
+    def export(self) -> str | None:
+        """The export recipe of the backend (:data:`~georag.retrieval.backends.RECIPE`);
+        None under torch."""
+        return None if self.backend == "torch" else RECIPE
+
+    @property
     def cache_name(self) -> str:
-        """The model's name in embedding cache keys: ``name``, plus the backend if not torch."""
-        return self.name if self.backend == "torch" else f"{self.name}|backend={self.backend}"
+        """The model's name in embedding cache keys: ``name``, plus the backend and its
+        export recipe if not torch."""
+        return self._tagged(self.name)
 
     def cache_key(self, name: str | None = None) -> str:
         """Key of a per-text embedding cache: model ``name`` (default :attr:`name`), max
-        sequence length, device type, and the backend when it is not torch."""
-        key = f"{name or self.name}|max_seq_length={self.max_seq_length}|{self.device.type}"
-        return key if self.backend == "torch" else f"{key}|backend={self.backend}"
+        sequence length, device type, and the backend and export recipe when not torch."""
+        return self._tagged(
+            f"{name or self.name}|max_seq_length={self.max_seq_length}|{self.device.type}"
+        )
 
-    def _example(self) -> dict[str, torch.Tensor]:
-        features = self.model.preprocess(["an example sentence", "two"])
+    def _tagged(self, key: str) -> str:
+        return key if self.export is None else f"{key}|backend={self.backend}|export={self.export}"
+
+    def _features(self, texts: list[str]) -> dict[str, torch.Tensor]:
+        """The model's tokenized inputs of ``texts``: ``{name: int64 tensor (N, L)}``."""
+        features = self.model.preprocess(texts)
         return {k: v for k, v in features.items() if isinstance(v, torch.Tensor)}
 
     def to(self, device: str | torch.device) -> TextEncoder:
@@ -147,6 +168,5 @@ class TextEncoder:
         out = torch.empty(len(texts), self.dim)
         for start in range(0, len(texts), self.batch_size):
             rows = order[start : start + self.batch_size]
-            features = self.model.preprocess([texts[i] for i in rows])
-            out[rows] = self.session(features)
+            out[rows] = self.session(self._features([texts[i] for i in rows]))
         return torch.nn.functional.normalize(out, dim=1)

@@ -69,6 +69,8 @@ __all__ = [
 FORMAT = "georag-index"
 VERSION = 1
 GRAPHS = ("passage", "phrase", "entity:EXTRACTORS", "hyte")
+#: the encoder fields of an index written before they were recorded
+_UNRECORDED = {"encoder_backend": "torch", "encoder_export": None}
 
 
 @dataclass(frozen=True)
@@ -136,12 +138,13 @@ class CorpusIndex:
         got = {"model": encoder.name, "max_seq_length": encoder.max_seq_length}
         got["dim"] = encoder.dim
         got["encoder_backend"] = encoder.backend
+        got["encoder_export"] = encoder.export
         for field, value in got.items():
-            if value != self.manifest.get(field, "torch"):
+            recorded = self.manifest.get(field, _UNRECORDED.get(field))
+            if value != recorded:
                 raise ValueError(
-                    f"{self.generation / 'manifest.json'}: {field} is "
-                    f"{self.manifest.get(field, 'torch')!r}, the encoder's is {value!r} "
-                    "(another encoder)"
+                    f"{self.generation / 'manifest.json'}: {field} is {recorded!r}, the "
+                    f"encoder's is {value!r} (another encoder)"
                 )
 
     @classmethod
@@ -322,6 +325,7 @@ def _write_generation(
         "model": encoder.name,
         "max_seq_length": encoder.max_seq_length,
         "encoder_backend": encoder.backend,
+        "encoder_export": encoder.export,
         "dim": int(embeddings.shape[1]),
         "kind": kind,
         "graphs": list(graphs),

@@ -5,6 +5,7 @@ from transformers import BertConfig, BertForSequenceClassification, BertTokenize
 from georag.batch import CandidateBatch
 from georag.rerank.text.cross_encoder import CrossEncoderConfig, CrossEncoderReranker
 from georag.resources import resolve_model_path
+from georag.retrieval.backends import calibration_texts
 
 
 @pytest.fixture(scope="module")
@@ -72,4 +73,18 @@ def test_scores_through_onnx_equal_torch(tiny_model_dir, tmp_path, monkeypatch):
         config = CrossEncoderConfig(model=str(tiny_model_dir), encoder_backend=backend)
         scores[backend] = CrossEncoderReranker(config, device="cpu")._score_pairs(queries, passages)
     torch.testing.assert_close(scores["onnx"], scores["torch"], atol=1e-5, rtol=1e-4)
-    assert list((tmp_path / "encoders").glob("*/onnx/model.onnx"))
+    assert list((tmp_path / "encoders").glob("*/*/onnx/model.onnx"))
+
+
+def test_int8_is_calibrated_on_query_passage_pairs(tiny_model_dir, tmp_path, monkeypatch):
+    pytest.importorskip("openvino")
+    pytest.importorskip("nncf")
+    monkeypatch.setenv("GEORAG_CACHE", str(tmp_path))
+    config = CrossEncoderConfig(model=str(tiny_model_dir), encoder_backend="openvino-int8")
+    reranker = CrossEncoderReranker(config, device="cpu")
+    pairs = reranker._calibration()
+    assert len(pairs) == len(calibration_texts()[1])
+    assert all(p["input_ids"].shape[0] == 1 for p in pairs)
+    assert (pairs[0]["token_type_ids"] == 1).any()  # a query and a passage
+    scores = reranker._score_pairs(["what purrs", "a colour"], ["cats purr", "blue"])
+    assert scores.shape == (2,) and torch.isfinite(scores).all()

@@ -80,14 +80,15 @@ def test_export_is_reused(export_cache, encoders):
     path = encoders["onnx"].session.path
     again = TextEncoder(device="cpu", backend="onnx", show_progress=False, cache_dir=export_cache)
     assert again.session.path == path
-    assert path.parent.parent.parent == export_cache / "encoders"
+    assert path.parents[3] == export_cache / "encoders"
+    assert path.parents[1].name == backends.RECIPE == "v2"  # a changed recipe exports anew
 
 
 def test_corrupt_export_in_cache_fails_on_load(tmp_path, encoders):
-    source = encoders["onnx"].session.path.parent.parent
+    source = encoders["onnx"].session.path.parents[2]
     cache = tmp_path / "cache"
     shutil.copytree(source, cache / "encoders" / source.name)
-    model = cache / "encoders" / source.name / "onnx" / "model.onnx"
+    model = cache / "encoders" / source.name / backends.RECIPE / "onnx" / "model.onnx"
     model.write_bytes(model.read_bytes()[:-10])
     with pytest.raises(ArtifactError, match=r"model\.onnx: .*truncated.*remove") as err:
         TextEncoder(device="cpu", backend="onnx", show_progress=False, cache_dir=cache)
@@ -217,3 +218,13 @@ def test_corpus_index_records_the_backend(tmp_path, encoders):
     index.check_encoder(encoders["onnx"])
     with pytest.raises(ValueError, match="encoder_backend is 'onnx', the encoder's is 'onnx-int8'"):
         index.check_encoder(encoders["onnx-int8"])
+    index.manifest["encoder_export"] = "v1"  # an index of an older export recipe
+    with pytest.raises(ValueError, match="encoder_export is 'v1', the encoder's is 'v2'"):
+        index.check_encoder(encoders["onnx"])
+
+
+def test_calibration_texts_are_queries_and_passages():
+    queries, passages = backends.calibration_texts()
+    assert len(queries) >= 50 and len(passages) >= 100
+    assert len(set(queries + passages)) == len(queries) + len(passages)
+    assert max(len(q.split()) for q in queries) < min(len(p.split()) for p in passages)

@@ -9,7 +9,7 @@ import torch
 from georag.batch import CandidateBatch, RerankResult
 from georag.rerank.registry import register
 from georag.resources import require_model
-from georag.retrieval.backends import check_backend, compiled
+from georag.retrieval.backends import calibration_texts, check_backend, compiled
 from georag.retrieval.encoder import default_device
 
 __all__ = ["CrossEncoderConfig", "CrossEncoderReranker"]
@@ -77,22 +77,40 @@ class CrossEncoderReranker:
             raise ValueError(f"model: expected 1 or 2 labels, got {self.model.config.num_labels}")
         self.session = None
         if backend != "torch":
-            example = lambda: dict(self.tokenizer(["a query"], ["a passage"], return_tensors="pt"))  # noqa: E731
-            self.session = compiled(self.config.model, backend, self.model, example, _logits)
+            self.session = compiled(
+                self.config.model,
+                backend,
+                self.model,
+                lambda: self._features(["a query"], ["a passage"]),
+                _logits,
+                self._calibration,
+            )
+
+    def _features(self, queries: list[str], passages: list[str]) -> dict[str, torch.Tensor]:
+        """Tokenized (query, passage) pairs: ``{name: int64 tensor (N, L)}``."""
+        return dict(
+            self.tokenizer(
+                queries,
+                passages,
+                padding=True,
+                truncation=True,
+                max_length=self.config.max_length,
+                return_tensors="pt",
+            )
+        )
+
+    def _calibration(self) -> list[dict[str, torch.Tensor]]:
+        """Each calibration passage paired with a calibration query, one pair per input."""
+        queries, passages = calibration_texts()
+        return [self._features([queries[i % len(queries)]], [p]) for i, p in enumerate(passages)]
 
     @torch.inference_mode()
     def _score_pairs(self, queries: list[str], passages: list[str]) -> torch.Tensor:
         out = []
         for start in range(0, len(queries), self.config.batch_size):
             stop = start + self.config.batch_size
-            inputs = self.tokenizer(
-                queries[start:stop],
-                passages[start:stop],
-                padding=True,
-                truncation=True,
-                max_length=self.config.max_length,
-                return_tensors="pt",
-            ).to(self.device)
+            inputs = self._features(queries[start:stop], passages[start:stop])
+            inputs = {k: v.to(self.device) for k, v in inputs.items()}
             if self.session is not None:
                 logits = self.session(inputs)
             else:
