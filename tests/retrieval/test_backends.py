@@ -228,3 +228,21 @@ def test_calibration_texts_are_queries_and_passages():
     assert len(queries) >= 50 and len(passages) >= 100
     assert len(set(queries + passages)) == len(queries) + len(passages)
     assert max(len(q.split()) for q in queries) < min(len(p.split()) for p in passages)
+
+
+@pytest.mark.parametrize("name", ["openvino", "openvino-int8"])
+def test_openvino_pads_to_few_shapes_without_changing_rows(encoders, monkeypatch, name):
+    assert [backends._bucket(n) for n in (1, 3, 5, 8, 9, 17, 64, 65)] == [
+        1,
+        4,
+        8,
+        8,
+        16,
+        24,
+        64,
+        72,
+    ]
+    texts = TEXTS[:3]  # three rows of uneven length: padded to four rows of a multiple of 8
+    padded = encoders[name].encode(texts)
+    monkeypatch.setattr(backends, "_padded", lambda arrays: arrays)
+    torch.testing.assert_close(encoders[name].encode(texts), padded, atol=1e-5, rtol=0)
