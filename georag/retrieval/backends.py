@@ -49,12 +49,13 @@ from georag.resources import default_cache_dir
 
 __all__ = [
     "BACKENDS",
-    "CALIBRATION",
+    "CALIBRATION_FILE",
     "DEFAULT_BACKEND",
     "ENCODER_STAGES",
     "FORMAT",
-    "Session",
+    "RECIPE",
     "Calibration",
+    "Session",
     "calibration_texts",
     "check_backend",
     "compiled",
@@ -72,7 +73,7 @@ FORMAT = "georag-encoder-export"
 #: the export recipe's version, a level of the cache folder: a changed recipe exports anew
 RECIPE = "v2"
 #: English queries and passages (encyclopedic, biomedical, engineering) that calibrate int8
-CALIBRATION = Path(__file__).resolve().parents[1] / "data" / "calibration.json"
+CALIBRATION_FILE = Path(__file__).resolve().parents[1] / "data" / "calibration.json"
 _RUNTIMES = {"onnx": ("onnxruntime", "onnx"), "openvino": ("openvino", "openvino")}
 _FILES = {"onnx": "model.onnx", "openvino": "model.xml"}
 #: the inputs that calibrate int8 activations: ``[{name: int64 tensor (1, L)}]``
@@ -137,9 +138,9 @@ def require_runtime(backend: str) -> None:
 
 def calibration_texts() -> tuple[list[str], list[str]]:
     """The queries and the passages that calibrate the activation ranges of
-    ``openvino-int8`` (:data:`CALIBRATION`, written for georag: questions, encyclopedic
+    ``openvino-int8`` (:data:`CALIBRATION_FILE`, written for georag: questions, encyclopedic
     entries, scientific and engineering abstracts)."""
-    texts = json.loads(CALIBRATION.read_text(encoding="utf-8"))
+    texts = json.loads(CALIBRATION_FILE.read_text(encoding="utf-8"))
     return list(texts["queries"]), list(texts["passages"])
 
 
