@@ -61,6 +61,7 @@ __all__ = [
     "compiled",
     "export",
     "fingerprint",
+    "padded_size",
     "require_runtime",
     "with_backend",
 ]
@@ -375,7 +376,7 @@ class Session:
         """Run on the named int64 inputs (B, L); returns the float32 output (B, ...).
 
         OpenVINO prepares each new input shape once (about 15 ms for MiniLM on one thread),
-        so its inputs are padded to :func:`_bucket` sizes, batch and length, with masked
+        so its inputs are padded to :func:`padded_size` sizes, batch and length, with masked
         positions and rows (``attention_mask`` 0) that change no output row.
         """
         arrays = {
@@ -391,14 +392,15 @@ class Session:
         return torch.from_numpy(np.asarray(out, dtype=np.float32))
 
 
-def _bucket(n: int, step: int = 8) -> int:
-    """``n`` rounded up to a power of two below ``step``, else to a multiple of ``step``."""
+def padded_size(n: int, step: int = 8) -> int:
+    """The batch or length that OpenVINO runs for ``n``: ``n`` rounded up to a power of two
+    below ``step``, else to a multiple of ``step``."""
     return 1 << (n - 1).bit_length() if n < step else -(-n // step) * step
 
 
 def _padded(arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """Inputs (B, L) zero-padded to (:func:`_bucket` (B), :func:`_bucket` (L)): padded
+    """Inputs (B, L) zero-padded to (:func:`padded_size` (B), :func:`padded_size` (L)): padded
     positions and rows are masked out."""
     rows, length = next(iter(arrays.values())).shape
-    pad = ((0, _bucket(rows) - rows), (0, _bucket(length) - length))
+    pad = ((0, padded_size(rows) - rows), (0, padded_size(length) - length))
     return {name: np.pad(a, pad) for name, a in arrays.items()}

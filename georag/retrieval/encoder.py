@@ -15,6 +15,7 @@ from georag.retrieval.backends import (
     calibration_texts,
     check_backend,
     compiled,
+    padded_size,
 )
 
 __all__ = ["TextEncoder", "default_device"]
@@ -163,10 +164,19 @@ class TextEncoder:
         return embeddings.float().cpu()
 
     def _encode_exported(self, texts: list[str]) -> torch.Tensor:
-        # longest first, as sentence-transformers batches, so that padding stays short
+        # Longest first, as sentence-transformers batches, so that padding stays short. A
+        # pass holds texts of one padded length (the bucket of their token count), so that a
+        # text runs at the same shape alone and within any batch: int8 activations are
+        # rounded after every layer, and a text padded otherwise may round otherwise.
         order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
         out = torch.empty(len(texts), self.dim)
         for start in range(0, len(texts), self.batch_size):
-            rows = order[start : start + self.batch_size]
-            out[rows] = self.session(self._features([texts[i] for i in rows]))
+            rows = torch.tensor(order[start : start + self.batch_size])
+            features = self._features([texts[i] for i in rows.tolist()])
+            lengths = features["attention_mask"].sum(1)
+            buckets = torch.tensor([padded_size(int(n)) for n in lengths])
+            for size in buckets.unique().tolist():
+                part = (buckets == size).nonzero().squeeze(1)
+                width = int(lengths[part].max())
+                out[rows[part]] = self.session({k: v[part, :width] for k, v in features.items()})
         return torch.nn.functional.normalize(out, dim=1)

@@ -232,7 +232,7 @@ def test_calibration_texts_are_queries_and_passages():
 
 @pytest.mark.parametrize("name", ["openvino", "openvino-int8"])
 def test_openvino_pads_to_few_shapes_without_changing_rows(encoders, monkeypatch, name):
-    assert [backends._bucket(n) for n in (1, 3, 5, 8, 9, 17, 64, 65)] == [
+    assert [backends.padded_size(n) for n in (1, 3, 5, 8, 9, 17, 64, 65)] == [
         1,
         4,
         8,
@@ -246,3 +246,17 @@ def test_openvino_pads_to_few_shapes_without_changing_rows(encoders, monkeypatch
     padded = encoders[name].encode(texts)
     monkeypatch.setattr(backends, "_padded", lambda arrays: arrays)
     torch.testing.assert_close(encoders[name].encode(texts), padded, atol=1e-5, rtol=0)
+
+
+def test_int8_embedding_does_not_depend_on_the_batch(encoders):
+    """A text runs at its own padded length in any batch, so int8 rounds it the same way."""
+    encoder = encoders["openvino-int8"]
+    texts = TEXTS + [
+        f"{word} of the tumour suppressor in {n} cells"
+        for n, word in enumerate(
+            ["the role", "a function", "what is the effect", "loss", "expression"], start=3
+        )
+    ]
+    alone = torch.cat([encoder.encode([t]) for t in texts])
+    torch.testing.assert_close(encoder.encode(texts), alone, atol=1e-6, rtol=0)
+    torch.testing.assert_close(encoder.encode(texts[::-1]), alone.flip(0), atol=1e-6, rtol=0)
