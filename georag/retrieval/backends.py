@@ -392,10 +392,14 @@ class Session:
         return torch.from_numpy(np.asarray(out, dtype=np.float32))
 
 
-def padded_size(n: int, step: int = 8) -> int:
-    """The batch or length that OpenVINO runs for ``n``: ``n`` rounded up to a power of two
-    below ``step``, else to a multiple of ``step``."""
-    return 1 << (n - 1).bit_length() if n < step else -(-n // step) * step
+def padded_size(n: int | torch.Tensor, step: int = 8) -> int | torch.Tensor:
+    """The batch or length that OpenVINO runs for ``n`` (an int, or a tensor of them,
+    element-wise): ``n`` rounded up to a power of two below ``step``, else to a multiple
+    of ``step``."""
+    if not isinstance(n, torch.Tensor):
+        return int(padded_size(torch.tensor(n), step))
+    power = (2 ** torch.ceil(torch.log2(n.clamp(min=1).double()))).long()
+    return torch.where(n < step, power, (n + step - 1) // step * step)
 
 
 def _padded(arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:

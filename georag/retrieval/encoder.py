@@ -174,7 +174,7 @@ class TextEncoder:
             rows = torch.tensor(order[start : start + self.batch_size])
             features = self._features([texts[i] for i in rows.tolist()])
             lengths = features["attention_mask"].sum(1)
-            buckets = torch.tensor([padded_size(int(n)) for n in lengths])
+            buckets = padded_size(lengths)
             for size in buckets.unique().tolist():
                 part = (buckets == size).nonzero().squeeze(1)
                 width = int(lengths[part].max())
