@@ -15,7 +15,6 @@ from georag.retrieval.backends import (
     calibration_texts,
     check_backend,
     compiled,
-    padded_size,
 )
 
 __all__ = ["TextEncoder", "default_device"]
@@ -164,19 +163,10 @@ class TextEncoder:
         return embeddings.float().cpu()
 
     def _encode_exported(self, texts: list[str]) -> torch.Tensor:
-        # Longest first, as sentence-transformers batches, so that padding stays short. A
-        # pass holds texts of one padded length (the bucket of their token count), so that a
-        # text runs at the same shape alone and within any batch: int8 activations are
-        # rounded after every layer, and a text padded otherwise may round otherwise.
+        # longest first, as sentence-transformers batches, so that padding stays short
         order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
         out = torch.empty(len(texts), self.dim)
         for start in range(0, len(texts), self.batch_size):
-            rows = torch.tensor(order[start : start + self.batch_size])
-            features = self._features([texts[i] for i in rows.tolist()])
-            lengths = features["attention_mask"].sum(1)
-            buckets = padded_size(lengths)
-            for size in buckets.unique().tolist():
-                part = (buckets == size).nonzero().squeeze(1)
-                width = int(lengths[part].max())
-                out[rows[part]] = self.session({k: v[part, :width] for k, v in features.items()})
+            rows = order[start : start + self.batch_size]
+            out[rows] = self.session(self._features([texts[i] for i in rows]))
         return torch.nn.functional.normalize(out, dim=1)
