@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from georag.retrieval.backends import Session, calibration_texts
+from georag.retrieval.backends import Session, quantize_openvino
 from georag.retrieval.encoder import TextEncoder
 
 __all__ = ["RECIPES", "TRAINING_SETS", "compare"]
@@ -34,12 +34,12 @@ TRAINING_SETS = ("musique_train200", "2wikimultihopqa_train500")
 _FFN_OUT = r".*layer\.\d+/output/dense/MatMul$"
 
 
-def _build(recipe: str, folder: Path, encoder: TextEncoder) -> Path:
-    """The model file of ``recipe`` (``ffn-fp32`` and ``weights`` written into ``folder``);
+def _build(recipe: str, folder: Path, encoder: TextEncoder) -> Session:
+    """A session of ``recipe`` (``ffn-fp32`` and ``weights`` written into ``folder``);
     ``encoder`` (torch) tokenizes the calibration texts."""
     if recipe in ("activations", "onnx-int8"):
         backend = "openvino-int8" if recipe == "activations" else recipe
-        return TextEncoder(device="cpu", backend=backend, show_progress=False).session.path
+        return TextEncoder(device="cpu", backend=backend, show_progress=False).session
     import nncf
     import openvino as ov
 
@@ -48,20 +48,10 @@ def _build(recipe: str, folder: Path, encoder: TextEncoder) -> Path:
     if recipe == "weights":
         model = nncf.compress_weights(model, mode=nncf.CompressWeightsMode.INT8_ASYM)
     else:
-        queries, passages = calibration_texts()
-        samples = [
-            {k: v.numpy() for k, v in encoder._features([t]).items()} for t in queries + passages
-        ]
-        model = nncf.quantize(
-            model,
-            nncf.Dataset(samples),
-            model_type=nncf.ModelType.TRANSFORMER,
-            subset_size=len(samples),
-            ignored_scope=nncf.IgnoredScope(patterns=[_FFN_OUT]),
-        )
+        model = quantize_openvino(model, encoder._calibration, ignored=(_FFN_OUT,))
     path = folder / recipe / "model.xml"
     ov.save_model(model, str(path), compress_to_fp16=False)
-    return path
+    return Session(path)
 
 
 def _encode(encoder: TextEncoder, session: Session | None, texts: list[str]) -> np.ndarray:
@@ -122,7 +112,7 @@ def compare(data_dir: str | None, recipes=RECIPES, sets=TRAINING_SETS) -> list[d
             session = None
             if recipe != "torch":
                 (Path(tmp) / recipe).mkdir()
-                session = Session(_build(recipe, Path(tmp), encoder))
+                session = _build(recipe, Path(tmp), encoder)
             for name, (queries, passages, gold) in data.items():
                 q, c = (
                     reference[name]

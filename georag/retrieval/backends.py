@@ -62,6 +62,7 @@ __all__ = [
     "export",
     "fingerprint",
     "padded_size",
+    "quantize_openvino",
     "require_runtime",
     "with_backend",
 ]
@@ -205,16 +206,25 @@ def _build(source: Path, backend: str, target: Path, calibration: Calibration) -
 
     model = ov.convert_model(str(onnx_file))
     if backend == "openvino-int8":
-        import nncf
-
-        samples = [{k: v.numpy() for k, v in f.items()} for f in calibration()]
-        model = nncf.quantize(
-            model,
-            nncf.Dataset(samples),
-            model_type=nncf.ModelType.TRANSFORMER,
-            subset_size=len(samples),
-        )
+        model = quantize_openvino(model, calibration)
     ov.save_model(model, str(target / _FILES["openvino"]), compress_to_fp16=False)
+
+
+def quantize_openvino(model, calibration: Calibration, ignored: tuple[str, ...] = ()):
+    """``openvino-int8``'s recipe on the fp32 OpenVINO ``model``: NNCF post-training
+    quantization (``ModelType.TRANSFORMER``: int8 weights and activations), calibrated on
+    every input ``calibration()`` returns; the operations whose names match a regular
+    expression of ``ignored`` stay in fp32 (none in the backend)."""
+    import nncf
+
+    samples = [{k: v.numpy() for k, v in f.items()} for f in calibration()]
+    return nncf.quantize(
+        model,
+        nncf.Dataset(samples),
+        model_type=nncf.ModelType.TRANSFORMER,
+        subset_size=len(samples),
+        ignored_scope=nncf.IgnoredScope(patterns=list(ignored)) if ignored else None,
+    )
 
 
 def _checked(folder: Path, backend: str, digest: str) -> Path:

@@ -85,7 +85,7 @@ class TextEncoder:
                 self.model.float(),
                 lambda: self._features(["an example sentence", "two"]),
                 _sentence_embedding,
-                lambda: [self._features([t]) for t in chain(*calibration_texts())],
+                self._calibration,
                 cache_dir=cache_dir,
             )
 
@@ -115,6 +115,10 @@ class TextEncoder:
         """The model's tokenized inputs of ``texts``: ``{name: int64 tensor (N, L)}``."""
         features = self.model.preprocess(texts)
         return {k: v for k, v in features.items() if isinstance(v, torch.Tensor)}
+
+    def _calibration(self) -> list[dict[str, torch.Tensor]]:
+        """The features of each calibration text (:func:`calibration_texts`), one per input."""
+        return [self._features([t]) for t in chain(*calibration_texts())]
 
     def to(self, device: str | torch.device) -> TextEncoder:
         """Move the model to ``device``: fp16 on CUDA, fp32 elsewhere. Returns ``self``."""
