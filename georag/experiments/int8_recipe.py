@@ -2,13 +2,20 @@
 
 Each recipe runs the fp32 ONNX export of :mod:`georag.retrieval.backends`:
 
-- ``activations``: NNCF post-training quantization with ``ModelType.TRANSFORMER`` (int8
-  weights and activations, calibrated on :func:`~georag.retrieval.backends.calibration_texts`),
-  the recipe of ``openvino-int8``;
-- ``ffn-fp32``: the same with the feed-forward output projections (the MatMul after GELU,
-  whose inputs have the widest range) left in fp32;
+- ``openvino-int8``: the backend, NNCF post-training quantization with
+  ``ModelType.TRANSFORMER`` (int8 weights and activations, calibrated on
+  :func:`~georag.retrieval.backends.calibration_texts`), SmoothQuant at alpha 0.8 and the
+  first layer's feed-forward output projection in fp32;
+- ``all-int8``: NNCF's defaults (SmoothQuant at 0.95, every MatMul int8);
+- ``smoothquant-0.8`` and ``layer0-ffn-fp32``: each half of the backend's change alone;
+- ``ffn-fp32``: NNCF's defaults with every feed-forward output projection (the MatMul after
+  GELU, whose inputs have the widest range) in fp32;
 - ``weights``: NNCF's data-free weight compression (INT8_ASYM; activations stay fp32);
 - ``onnx-int8``: ONNX Runtime's dynamic quantization, the ``onnx-int8`` backend.
+
+:func:`sensitivity` located the int8 error first: the cosine to torch of NNCF variants
+that keep one kind of operation, one layer or one layer's feed-forward output projection in
+fp32, or move SmoothQuant's alpha (:data:`SCAN`).
 
 Quality is read on training sets only (musique_train200, 2wikimultihopqa_train500): the
 dense Recall@5 over each set's pooled corpus, its change from torch, and the cosine of every
@@ -24,34 +31,82 @@ from pathlib import Path
 
 import numpy as np
 
-from georag.retrieval.backends import Session, quantize_openvino
+from georag.retrieval.backends import (
+    INT8_FP32_OPS,
+    SMOOTH_QUANT_ALPHA,
+    Session,
+    quantize_openvino,
+)
 from georag.retrieval.encoder import TextEncoder
 
-__all__ = ["RECIPES", "TRAINING_SETS", "compare"]
+__all__ = ["RECIPES", "SCAN", "TRAINING_SETS", "compare", "sensitivity"]
 
-RECIPES = ("activations", "ffn-fp32", "weights", "onnx-int8")
+RECIPES = (
+    "openvino-int8",
+    "all-int8",
+    "smoothquant-0.8",
+    "layer0-ffn-fp32",
+    "ffn-fp32",
+    "weights",
+    "onnx-int8",
+)
 TRAINING_SETS = ("musique_train200", "2wikimultihopqa_train500")
-_FFN_OUT = r".*layer\.\d+/output/dense/MatMul$"
+_FFN_OUT = r".*layer\.{}/output/dense/MatMul$"
+#: NNCF recipes other than the backend's: (operations kept in fp32, SmoothQuant alpha)
+_NNCF = {
+    "all-int8": ((), None),
+    "smoothquant-0.8": ((), SMOOTH_QUANT_ALPHA),
+    "layer0-ffn-fp32": (INT8_FP32_OPS, None),
+    "ffn-fp32": ((_FFN_OUT.format(r"\d+"),), None),
+}
+
+
+#: the sensitivity scan's NNCF variants: (operations kept in fp32, SmoothQuant alpha on
+#: MatMuls; None: NNCF's 0.95, -1: off)
+SCAN = {
+    "nncf-defaults": ((), None),
+    "ffn-out-fp32": ((_FFN_OUT.format(r"\d+"),), None),
+    "ffn-in-fp32": ((r".*intermediate/dense/MatMul$",), None),
+    "attention-out-fp32": ((r".*attention/output/dense/MatMul$",), None),
+    "qkv-fp32": ((r".*attention/self/(query|key|value)/MatMul$",), None),
+    **{f"layer{i}-fp32": ((rf".*layer\.{i}/.*",), None) for i in range(6)},
+    **{f"layer{i}-ffn-out-fp32": ((_FFN_OUT.format(i),), None) for i in range(6)},
+    **{f"smoothquant-{alpha}": ((), alpha) for alpha in (-1, 0.8, 0.9, 0.99)},
+    "layer0-ffn-out-fp32, smoothquant-0.9": ((_FFN_OUT.format(0),), 0.9),
+    "layer0-ffn-out-fp32, smoothquant-0.8 (openvino-int8)": (INT8_FP32_OPS, SMOOTH_QUANT_ALPHA),
+    "layer0-1-ffn-out-fp32, smoothquant-0.8": ((_FFN_OUT.format("[01]"),), 0.8),
+}
+
+
+def _fp32_model():
+    """The fp32 OpenVINO model of MiniLM's ONNX export."""
+    import openvino as ov
+
+    onnx = TextEncoder(device="cpu", backend="onnx", show_progress=False).session.path
+    return ov.convert_model(str(onnx))
+
+
+def _saved(model, path: Path) -> Session:
+    import openvino as ov
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    ov.save_model(model, str(path), compress_to_fp16=False)
+    return Session(path)
 
 
 def _build(recipe: str, folder: Path, encoder: TextEncoder) -> Session:
-    """A session of ``recipe`` (``ffn-fp32`` and ``weights`` written into ``folder``);
-    ``encoder`` (torch) tokenizes the calibration texts."""
-    if recipe in ("activations", "onnx-int8"):
-        backend = "openvino-int8" if recipe == "activations" else recipe
-        return TextEncoder(device="cpu", backend=backend, show_progress=False).session
-    import nncf
-    import openvino as ov
-
-    fp32 = TextEncoder(device="cpu", backend="onnx", show_progress=False).session.path
-    model = ov.convert_model(str(fp32))
+    """A session of ``recipe`` (all but the backends written into ``folder``); ``encoder``
+    (torch) tokenizes the calibration texts."""
+    if recipe in ("openvino-int8", "onnx-int8"):
+        return TextEncoder(device="cpu", backend=recipe, show_progress=False).session
+    model = _fp32_model()
     if recipe == "weights":
+        import nncf
+
         model = nncf.compress_weights(model, mode=nncf.CompressWeightsMode.INT8_ASYM)
     else:
-        model = quantize_openvino(model, encoder._calibration, ignored=(_FFN_OUT,))
-    path = folder / recipe / "model.xml"
-    ov.save_model(model, str(path), compress_to_fp16=False)
-    return Session(path)
+        model = quantize_openvino(model, encoder._calibration, *_NNCF[recipe])
+    return _saved(model, folder / recipe / "model.xml")
 
 
 def _encode(encoder: TextEncoder, session: Session | None, texts: list[str]) -> np.ndarray:
@@ -111,7 +166,6 @@ def compare(data_dir: str | None, recipes=RECIPES, sets=TRAINING_SETS) -> list[d
         for recipe in ("torch", *recipes):
             session = None
             if recipe != "torch":
-                (Path(tmp) / recipe).mkdir()
                 session = _build(recipe, Path(tmp), encoder)
             for name, (queries, passages, gold) in data.items():
                 q, c = (
@@ -135,4 +189,35 @@ def compare(data_dir: str | None, recipes=RECIPES, sets=TRAINING_SETS) -> list[d
                     }
                 )
                 print(rows[-1], flush=True)
+    return rows
+
+
+def sensitivity(
+    data_dir: str | None, variants: dict = SCAN, sets=TRAINING_SETS, per_set: int = 200
+) -> list[dict]:
+    """Where the int8 error comes from: one row per NNCF variant of :data:`SCAN`, the
+    cosine of its embeddings to torch's (mean, 1st percentile, min) over ``per_set``
+    questions and ``2 * per_set`` passages of each training set."""
+    encoder = TextEncoder(device="cpu", show_progress=False)
+    texts = []
+    for name in sets:
+        queries, passages, _ = _training_set(name, data_dir)
+        texts += queries[:per_set] + passages[: 2 * per_set]
+    reference = _encode(encoder, None, texts)
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for i, (variant, (ignored, alpha)) in enumerate(variants.items()):
+            model = quantize_openvino(_fp32_model(), encoder._calibration, ignored, alpha)
+            cosine = (
+                _encode(encoder, _saved(model, Path(tmp) / str(i) / "model.xml"), texts) * reference
+            ).sum(1)
+            rows.append(
+                {
+                    "variant": variant,
+                    "cos_mean": float(cosine.mean()),
+                    "cos_p1": float(np.percentile(cosine, 1)),
+                    "cos_min": float(cosine.min()),
+                }
+            )
+            print(rows[-1], flush=True)
     return rows

@@ -20,7 +20,7 @@ import collections
 import os
 
 from georag.serve.config import ServeConfig
-from georag.serve.service import ENCODE_BATCH, Service, demo_texts
+from georag.serve.service import Service, demo_texts, encode_batch
 from georag.serve.shapes import (
     RequestError,
     RetrieveRequest,
@@ -41,7 +41,7 @@ def build_retriever(config: ServeConfig):
     retriever = georag.Retriever(
         config.index, method=config.method, options=config.options or None, rerank=config.rerank
     )
-    retriever.encoder.batch_size = ENCODE_BATCH
+    retriever.encoder.batch_size = encode_batch(retriever.encoder.backend)
     return retriever
 
 

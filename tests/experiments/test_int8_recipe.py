@@ -26,3 +26,13 @@ def test_recipes_on_a_small_corpus(tmp_path, monkeypatch):
     assert [r["recipe"] for r in rows] == ["torch", "ffn-fp32", "weights"]
     assert rows[0]["delta"] == 0.0 and rows[0]["cos_min"] > 0.9999
     assert all(r["cos_min"] > 0.95 and r["docs_per_s"] > 0 for r in rows)
+
+
+@pytest.mark.slow
+def test_sensitivity_scan_on_a_small_corpus(tmp_path, monkeypatch):
+    pytest.importorskip("nncf")
+    monkeypatch.setenv("GEORAG_CACHE", str(tmp_path))
+    variants = {k: int8_recipe.SCAN[k] for k in ("nncf-defaults", "layer0-ffn-out-fp32")}
+    rows = int8_recipe.sensitivity(None, variants, sets=(str(DEMO_DIR),), per_set=8)
+    assert [r["variant"] for r in rows] == list(variants)
+    assert all(0.95 < r["cos_min"] <= r["cos_p1"] <= r["cos_mean"] <= 1.0 + 1e-6 for r in rows)

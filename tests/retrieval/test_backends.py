@@ -57,6 +57,18 @@ def test_int8_backends_stay_close(encoders, reference, name):
     assert (encoders[name].encode(TEXTS) * reference).sum(1).min() >= 0.95
 
 
+def test_openvino_int8_keeps_the_first_feed_forward_output_in_fp32(encoders):
+    import openvino as ov
+
+    model = ov.Core().read_model(encoders["openvino-int8"].session.path)
+    quantized = [
+        o.get_friendly_name() for o in model.get_ops() if o.get_type_name() == "FakeQuantize"
+    ]
+    gelu = [n for n in quantized if "intermediate_act_fn" in n]  # inputs of the FFN outputs
+    assert len(gelu) == 5 and not any("layer.0/" in n for n in gelu)
+    assert any(n.startswith(r"/module/module.0/encoder/layer.0/") for n in quantized)
+
+
 def test_order_and_batching_do_not_change_embeddings(encoders):
     encoder = encoders["onnx"]
     whole = encoder.encode(TEXTS)
@@ -81,7 +93,7 @@ def test_export_is_reused(export_cache, encoders):
     again = TextEncoder(device="cpu", backend="onnx", show_progress=False, cache_dir=export_cache)
     assert again.session.path == path
     assert path.parents[3] == export_cache / "encoders"
-    assert path.parents[1].name == backends.RECIPE == "v2"  # a changed recipe exports anew
+    assert path.parents[1].name == backends.RECIPE == "v3"  # a changed recipe exports anew
 
 
 def test_corrupt_export_in_cache_fails_on_load(tmp_path, encoders):
@@ -219,7 +231,7 @@ def test_corpus_index_records_the_backend(tmp_path, encoders):
     with pytest.raises(ValueError, match="encoder_backend is 'onnx', the encoder's is 'onnx-int8'"):
         index.check_encoder(encoders["onnx-int8"])
     index.manifest["encoder_export"] = "v1"  # an index of an older export recipe
-    with pytest.raises(ValueError, match="encoder_export is 'v1', the encoder's is 'v2'"):
+    with pytest.raises(ValueError, match="encoder_export is 'v1', the encoder's is 'v3'"):
         index.check_encoder(encoders["onnx"])
 
 

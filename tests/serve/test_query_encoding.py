@@ -51,3 +51,12 @@ def test_a_batch_encodes_its_queries_once_and_caches_only_documents(serve_rerank
         got = {r["index"]: r["score"] for r in answer.json()}
         assert got.keys() == want.keys()
         assert [got[i] for i in want] == pytest.approx(list(want.values()), abs=1e-5)
+
+
+def test_an_exported_encoder_runs_longer_passes():
+    from georag.serve.service import ENCODE_BATCH, ENCODE_BATCH_EXPORTED, encode_batch
+
+    assert encode_batch("torch") == ENCODE_BATCH < ENCODE_BATCH_EXPORTED
+    assert {encode_batch(b) for b in ("onnx", "onnx-int8", "openvino", "openvino-int8")} == {
+        ENCODE_BATCH_EXPORTED
+    }
