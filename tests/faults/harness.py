@@ -492,6 +492,11 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(1)
     logging.disable(logging.WARNING)  # the cache's "recomputing" warnings, 30 times over
+    # tqdm guards every bar (bm25s builds disabled ones) with a process-shared semaphore; a
+    # writer killed while holding it would leave this process waiting for it forever
+    from tqdm.std import TqdmDefaultWriteLock
+
+    TqdmDefaultWriteLock.mp_lock = None
     if args.one:
         print(json.dumps(_one(args.one, args.trials, args.root)))
         return
