@@ -52,15 +52,6 @@ RECIPES = (
 )
 TRAINING_SETS = ("musique_train200", "2wikimultihopqa_train500")
 _FFN_OUT = r".*layer\.{}/output/dense/MatMul$"
-#: NNCF recipes other than the backend's: (operations kept in fp32, SmoothQuant alpha)
-_NNCF = {
-    "all-int8": ((), None),
-    "smoothquant-0.8": ((), SMOOTH_QUANT_ALPHA),
-    "layer0-ffn-fp32": (INT8_FP32_OPS, None),
-    "ffn-fp32": ((_FFN_OUT.format(r"\d+"),), None),
-}
-
-
 #: the sensitivity scan's NNCF variants: (operations kept in fp32, SmoothQuant alpha on
 #: MatMuls; None: NNCF's 0.95, -1: off)
 SCAN = {
@@ -79,11 +70,24 @@ SCAN = {
 }
 
 
-def _fp32_model():
-    """The fp32 OpenVINO model of MiniLM's ONNX export."""
+#: NNCF recipes other than the backend's, as variants of :data:`SCAN`
+_NNCF = {
+    "all-int8": SCAN["nncf-defaults"],
+    "smoothquant-0.8": SCAN["smoothquant-0.8"],
+    "layer0-ffn-fp32": SCAN["layer0-ffn-out-fp32"],
+    "ffn-fp32": SCAN["ffn-out-fp32"],
+}
+
+
+def _onnx_export() -> Path:
+    """MiniLM's fp32 ONNX export (made on first use), the source of every NNCF variant."""
+    return TextEncoder(device="cpu", backend="onnx", show_progress=False).session.path
+
+
+def _fp32_model(onnx: Path):
+    """A fresh fp32 OpenVINO model of the ONNX export ``onnx``."""
     import openvino as ov
 
-    onnx = TextEncoder(device="cpu", backend="onnx", show_progress=False).session.path
     return ov.convert_model(str(onnx))
 
 
@@ -95,12 +99,12 @@ def _saved(model, path: Path) -> Session:
     return Session(path)
 
 
-def _build(recipe: str, folder: Path, encoder: TextEncoder) -> Session:
-    """A session of ``recipe`` (all but the backends written into ``folder``); ``encoder``
-    (torch) tokenizes the calibration texts."""
+def _build(recipe: str, folder: Path, encoder: TextEncoder, onnx: Path) -> Session:
+    """A session of ``recipe`` (all but the backends written into ``folder``, from the
+    ONNX export ``onnx``); ``encoder`` (torch) tokenizes the calibration texts."""
     if recipe in ("openvino-int8", "onnx-int8"):
         return TextEncoder(device="cpu", backend=recipe, show_progress=False).session
-    model = _fp32_model()
+    model = _fp32_model(onnx)
     if recipe == "weights":
         import nncf
 
@@ -162,12 +166,13 @@ def compare(data_dir: str | None, recipes=RECIPES, sets=TRAINING_SETS) -> list[d
         name: (_encode(encoder, None, q), _encode(encoder, None, c))
         for name, (q, c, _) in data.items()
     }
+    onnx = _onnx_export()
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for recipe in ("torch", *recipes):
             session = None
             if recipe != "torch":
-                session = _build(recipe, Path(tmp), encoder)
+                session = _build(recipe, Path(tmp), encoder, onnx)
             for name, (queries, passages, gold) in data.items():
                 q, c = (
                     reference[name]
@@ -205,10 +210,11 @@ def sensitivity(
         queries, passages, _ = _training_set(name, data_dir)
         texts += queries[:per_set] + passages[: 2 * per_set]
     reference = _encode(encoder, None, texts)
+    onnx = _onnx_export()
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for i, (variant, (ignored, alpha)) in enumerate(variants.items()):
-            model = quantize_openvino(_fp32_model(), encoder._calibration, ignored, alpha)
+            model = quantize_openvino(_fp32_model(onnx), encoder._calibration, ignored, alpha)
             cosine = (
                 _encode(encoder, _saved(model, Path(tmp) / str(i) / "model.xml"), texts) * reference
             ).sum(1)
