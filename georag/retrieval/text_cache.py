@@ -9,12 +9,16 @@ inconsistent shards are reported and skipped (their texts are encoded again).
 
 In memory the embeddings are rows of one matrix, found by a dictionary from content hash to
 row, so a call gathers its rows in one ``index_select`` (stacking 6400 row tensors one by
-one cost 9.5 ms, a tenth of a rerank of 64 queries of 100 cached documents).
+one cost 9.5 ms, a tenth of a rerank of 64 queries of 100 cached documents). The keys of
+the last :data:`KEY_MEMO` texts asked for are remembered by text: hashing 100 SciFact
+abstracts costs 0.14 ms, a dictionary lookup of the same texts 0.04 ms, and a service sees
+the same documents again and again.
 """
 
 from __future__ import annotations
 
 import collections
+import functools
 import hashlib
 import logging
 import os
@@ -28,9 +32,13 @@ import torch
 from georag._io import atomic_write
 from georag.resources import default_cache_dir
 
-__all__ = ["TextEmbeddingCache", "text_key"]
+__all__ = ["TextEmbeddingCache", "text_key", "KEY_MEMO"]
 
 log = logging.getLogger(__name__)
+
+#: texts whose keys :meth:`TextEmbeddingCache.encode` remembers, in one memo per process
+#: (the least recently used go first)
+KEY_MEMO = 8192
 
 
 def text_key(text: str) -> str:
@@ -40,6 +48,9 @@ def text_key(text: str) -> str:
     digest = hashlib.sha256(len(data).to_bytes(8, "little"))
     digest.update(data)
     return digest.hexdigest()
+
+
+_remembered_key = functools.lru_cache(maxsize=KEY_MEMO)(text_key)
 
 
 class TextEmbeddingCache:
@@ -182,7 +193,7 @@ class TextEmbeddingCache:
         """
         if not texts:
             return torch.empty(0, 0)
-        keys = [text_key(text) for text in texts]
+        keys = [_remembered_key(text) for text in texts]
         rows = self._rows
         if any(key not in rows for key in keys):
             self._refresh()

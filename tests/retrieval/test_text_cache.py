@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import collections
+import functools
+import pickle
 
 import pytest
 import torch
@@ -94,3 +96,26 @@ def test_bounded_rows_match_a_reference_lru(calls, bound):
                 lru.popitem(last=False)
         assert list(cache._rows) == [content_hash([t]) for t in lru]
     assert text_key("ab") == content_hash(["ab"])
+
+
+def test_the_keys_of_recent_texts_are_remembered_not_hashed_again(monkeypatch):
+    from georag.retrieval import text_cache
+
+    hashed = []
+
+    def counting(text: str) -> str:
+        hashed.append(text)
+        return text_key(text)
+
+    remembered = functools.lru_cache(maxsize=2)(counting)
+    monkeypatch.setattr(text_cache, "_remembered_key", remembered)
+    cache = TextEmbeddingCache("m", persist=False)
+    enc = lambda texts: torch.ones(len(texts), 2)  # noqa: E731
+    cache.encode(["a", "b"], enc)
+    cache.encode(["b", "a"], enc)
+    assert hashed == ["a", "b"]
+    cache.encode(["c", "a"], enc)  # "c" pushes out "b", the least recently used
+    cache.encode(["b"], enc)
+    assert hashed == ["a", "b", "c", "b"]
+    assert list(cache._rows) == [text_key(t) for t in "abc"]
+    assert pickle.loads(pickle.dumps(cache))._rows == cache._rows

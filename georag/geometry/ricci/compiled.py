@@ -84,8 +84,9 @@ def _largest_component(adj):
 def _floyd_warshall(dist):
     """All-pairs shortest paths in place (``dist``: edge lengths, inf off the edges)."""
     n = dist.shape[0]
-    for k in range(n):
-        through = dist[k]
+    through = np.empty(n)  # row k, which step k leaves as it is: a copy lets the loop
+    for k in range(n):  # below vectorize (it cannot alias the row it writes)
+        through[:] = dist[k]
         for p in range(n):
             dpk = dist[p, k]
             if dpk < np.inf:
@@ -187,8 +188,9 @@ def _curvature(w, ei, ej, adj, within3, even, kept, carried, carried_eps, warm, 
     for p in range(n):
         for q in range(n):
             full_kernel[p, q] = max(math.exp((center - dist[p, q]) / eps), floor)
-    rows, cols = np.empty(n, np.int64), np.empty(n, np.int64)
-    a, b, u, v, back = np.empty(n), np.empty(n), np.empty(n), np.empty(n), np.empty(n)
+    # one slot more than the supports: the surplus loop writes each node at the next slot
+    rows, cols = np.empty(n + 1, np.int64), np.empty(n + 1, np.int64)
+    a, b, u, v, back = np.empty(n + 1), np.empty(n + 1), np.empty(n), np.empty(n), np.empty(n)
     kernel, kernel_t = np.empty((n, n)), np.empty((n, n))
     # u = exp(f / eps): the carried scalings to the power eps_before / eps; a power
     # within rounding of 1 (the usual case: normalized flows keep eps) is skipped
@@ -203,18 +205,17 @@ def _curvature(w, ei, ej, adj, within3, even, kept, carried, carried_eps, warm, 
             kappa[k] = 0.0
             continue
         # the surplus m_x - m_y: the mass that leaves x's side and the mass that arrives
+        # (without branches: the sign of each entry is unpredictable)
         na = nb = 0
         out_mass = in_mass = 0.0
         for q in range(n):
             s = measure[x, q] - measure[y, q]
-            if s > 0:
-                rows[na], a[na] = q, s
-                na += 1
-                out_mass += s
-            elif s < 0:
-                cols[nb], b[nb] = q, -s
-                nb += 1
-                in_mass -= s
+            rows[na], a[na] = q, s
+            cols[nb], b[nb] = q, -s
+            na += s > 0
+            nb += s < 0
+            out_mass += max(s, 0.0)
+            in_mass += max(-s, 0.0)
         if not min(out_mass, in_mass) > move_floor:
             kappa[k] = 1.0  # identical measures: nothing moves
             continue
