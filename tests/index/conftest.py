@@ -38,10 +38,8 @@ def demo_docs():
 
 
 @pytest.fixture(scope="session")
-def encoder():
-    from georag.retrieval.encoder import TextEncoder
-
-    return TextEncoder(show_progress=False)
+def encoder(text_encoder):
+    return text_encoder  # the session's encoder (tests/conftest.py)
 
 
 @pytest.fixture(scope="session")

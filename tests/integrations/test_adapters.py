@@ -24,10 +24,8 @@ def case(data_dir):
 
 
 @pytest.fixture(scope="module")
-def encoder():
-    from georag.retrieval.encoder import TextEncoder
-
-    return TextEncoder(show_progress=False)
+def encoder(text_encoder):
+    return text_encoder  # the session's encoder (tests/conftest.py)
 
 
 @pytest.fixture(scope="module", params=["maniscope", pytest.param("ricci", marks=pytest.mark.slow)])

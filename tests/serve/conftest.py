@@ -8,9 +8,9 @@ import georag
 
 
 @pytest.fixture(scope="session")
-def serve_reranker(tmp_path_factory):
+def serve_reranker(tmp_path_factory, text_encoder):
     """``make(method)``: a georag.Reranker sharing the test run's encoder and text cache."""
-    encoder = georag.TextEncoder(show_progress=False)
+    encoder = text_encoder
     cache = tmp_path_factory.mktemp("serve-text-cache")
 
     def make(method: str) -> georag.Reranker:
