@@ -109,13 +109,18 @@ def create_app(config: ServeConfig, model=None) -> FastAPI:
 
     app.add_middleware(_Count, metrics=service.metrics)
 
-    def route(work):
+    def route(work, batched: bool = False):
         """A plain Starlette route (no dependency solving per request) of ``work(request,
-        raw body) -> (answer, headers)``; its schema is in :mod:`georag.serve.schema`."""
+        raw body) -> (answer, headers)``; its schema is in :mod:`georag.serve.schema`. The
+        body of a ``batched`` route is read under the batcher's ``reading`` mark."""
 
         async def handle(request: Request):
             service.check_key(request.headers.get("authorization"))
-            raw = await _read_body(request, config.max_body_bytes)
+            marked = contextlib.nullcontext()
+            if batched and service.batcher is not None:
+                marked = service.batcher.reading()
+            with marked:
+                raw = await _read_body(request, config.max_body_bytes)
             try:
                 answer, headers = await work(request, raw)
             except RequestError:
@@ -140,13 +145,17 @@ def create_app(config: ServeConfig, model=None) -> FastAPI:
         return await update(raw), None
 
     if config.index:
-        app.router.add_route("/retrieve", route(retrieve), ["POST"], include_in_schema=False)
+        app.router.add_route(
+            "/retrieve", route(retrieve, batched=True), ["POST"], include_in_schema=False
+        )
         app.router.add_route(
             "/documents", route(documents), ["POST", "DELETE"], include_in_schema=False
         )
     else:
         for path in RERANK_ROUTES:
-            app.router.add_route(path, route(rerank), ["POST"], include_in_schema=False)
+            app.router.add_route(
+                path, route(rerank, batched=True), ["POST"], include_in_schema=False
+            )
 
     @app.get("/health", include_in_schema=False)
     async def health():

