@@ -123,6 +123,7 @@ def _add_serve_args(parser: argparse.ArgumentParser) -> None:
     for flag, kind, what in (
         ("--max-batch", positive_int, "queries per batched call (1: no micro-batching)"),
         ("--max-wait-ms", float, "how long a batch waits for more queries"),
+        ("--max-read-ms", float, "how long at most while more are still being read"),
         ("--workers", positive_int, "server processes"),
         ("--max-docs", positive_int, "documents per request (413 past it)"),
         ("--max-text-chars", positive_int, "characters per text (413 past it)"),
@@ -445,7 +446,7 @@ def _serve_config(args: argparse.Namespace):
         if len(learned) != 1:
             raise ValueError(f"--weights: {args.method!r} has no single stage that takes weights")
         options.setdefault(learned[0], {})["weights"] = args.weights
-    names = ("host", "port", "max_batch", "max_wait_ms", "workers", "max_docs")
+    names = ("host", "port", "max_batch", "max_wait_ms", "max_read_ms", "workers", "max_docs")
     names += ("max_text_chars", "max_body_bytes", "max_queue", "api_key_file", "cache_dir")
     names += ("cache_size", "cache_queries", "index", "rerank", "max_top_k")
     names += ("encoder_backend",)

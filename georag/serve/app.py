@@ -190,7 +190,7 @@ def run(config: ServeConfig, model=None) -> None:
     print(
         f"georag serve: {served} on http://{config.host}:{config.port} "
         f"(workers {config.workers}, max batch {config.max_batch}, "
-        f"max wait {config.max_wait_ms:g} ms)",
+        f"max wait {config.max_wait_ms:g} ms, {config.max_read_ms:g} ms while reading)",
         flush=True,
     )
     if config.workers == 1:

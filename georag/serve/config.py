@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, field
 
+from georag.serve.batcher import MAX_READ_MS
+
 __all__ = ["ServeConfig"]
 
 
@@ -30,6 +32,9 @@ class ServeConfig:
         Queries gathered into one batched call of the method (1: no micro-batching).
     max_wait_ms : float
         How long the first query of a batch waits for others.
+    max_read_ms : float
+        How long it waits, at most, while others are still being read
+        (:class:`~georag.serve.batcher.MicroBatcher`).
     workers : int
         Server processes.
     threads : int
@@ -68,6 +73,7 @@ class ServeConfig:
     port: int = 8080
     max_batch: int = 32
     max_wait_ms: float = 2.0
+    max_read_ms: float = MAX_READ_MS
     workers: int = 1
     threads: int = 1
     max_docs: int = 1000
@@ -99,8 +105,9 @@ class ServeConfig:
             raise ValueError("--max-body-bytes: must be at least 1024")
         if self.max_queue < self.max_batch:
             raise ValueError("--max-queue: must be at least --max-batch")
-        if not 0 <= self.max_wait_ms <= 10_000:
-            raise ValueError("--max-wait-ms: must lie in [0, 10000]")
+        for name in ("max_wait_ms", "max_read_ms"):
+            if not 0 <= getattr(self, name) <= 10_000:
+                raise ValueError(f"--{name.replace('_', '-')}: must lie in [0, 10000]")
         if not 0 <= self.port <= 65535:
             raise ValueError(f"--port: expected 0..65535, got {self.port}")
 

@@ -115,6 +115,7 @@ class Service:
             max_wait_ms=self.config.max_wait_ms,
             max_queue=self.config.max_queue,
             metrics=self.metrics,
+            max_read_ms=self.config.max_read_ms,
         )
         self.batcher.start()
         self._prepare()

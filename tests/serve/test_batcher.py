@@ -5,8 +5,10 @@ from __future__ import annotations
 import asyncio
 
 import orjson
+import pytest
 
-from georag.serve.batcher import MicroBatcher
+from georag.serve.batcher import MAX_READ_MS, MicroBatcher
+from georag.serve.config import ServeConfig
 from georag.serve.metrics import Metrics
 from georag.serve.shapes import RequestError
 
@@ -146,12 +148,15 @@ def test_alone_a_request_waits_max_wait_ms_only():
     assert calls == [[3]]
 
 
-def test_the_rerank_route_reads_its_body_under_the_batchers_mark(serve_reranker):
+@pytest.mark.parametrize("max_read_ms, batches", [(MAX_READ_MS, 1), (0, 2)])
+def test_the_rerank_route_reads_its_body_under_the_batchers_mark(
+    serve_reranker, max_read_ms, batches
+):
     from georag.serve.app import create_app
-    from georag.serve.config import ServeConfig
     from georag.serve.service import demo_texts
 
-    app = create_app(ServeConfig(method="maniscope", max_batch=8, max_wait_ms=1))
+    config = ServeConfig(method="maniscope", max_batch=8, max_wait_ms=1, max_read_ms=max_read_ms)
+    app = create_app(config)
     app.state.service.reranker = serve_reranker("maniscope")
     docs = demo_texts("corpus.jsonl")[:6]
     statuses: list = []
@@ -182,5 +187,11 @@ def test_the_rerank_route_reads_its_body_under_the_batchers_mark(serve_reranker)
 
     asyncio.run(scenario())
     assert statuses == [200, 200]
-    batches = app.state.service.metrics.batch_size
-    assert (batches.count, batches.sum) == (1, 2)  # 20 ms apart, 1 ms max wait: one batch
+    sizes = app.state.service.metrics.batch_size
+    assert (sizes.count, sizes.sum) == (batches, 2)  # 20 ms apart, 1 ms max wait
+
+
+def test_max_read_ms_is_a_setting_of_the_service():
+    assert ServeConfig().max_read_ms == MAX_READ_MS
+    with pytest.raises(ValueError, match="--max-read-ms: must lie in"):
+        ServeConfig(max_read_ms=-1)
