@@ -25,7 +25,7 @@ REPORT = "musique_qa100"
 
 @pytest.fixture(scope="module")
 def encoder(text_encoder):
-    return text_encoder  # the session's encoder (tests/conftest.py)
+    return text_encoder  # the test run's one encoder (tests/conftest.py)
 
 
 def test_concat_pools_keeps_every_query_in_order(labelled_pool):

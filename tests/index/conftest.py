@@ -39,7 +39,7 @@ def demo_docs():
 
 @pytest.fixture(scope="session")
 def encoder(text_encoder):
-    return text_encoder  # the session's encoder (tests/conftest.py)
+    return text_encoder  # the test run's one encoder (tests/conftest.py)
 
 
 @pytest.fixture(scope="session")

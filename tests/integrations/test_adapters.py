@@ -25,7 +25,7 @@ def case(data_dir):
 
 @pytest.fixture(scope="module")
 def encoder(text_encoder):
-    return text_encoder  # the session's encoder (tests/conftest.py)
+    return text_encoder  # the test run's one encoder (tests/conftest.py)
 
 
 @pytest.fixture(scope="module", params=["maniscope", pytest.param("ricci", marks=pytest.mark.slow)])

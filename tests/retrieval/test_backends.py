@@ -38,7 +38,7 @@ def reference():
 
 @pytest.fixture(scope="session")
 def encoders(export_cache):
-    """MiniLM under every backend, exported once into a session cache; ``openvino-int8``
+    """MiniLM under every backend, exported once into a cache for the run; ``openvino-int8``
     is calibrated on a tenth of its texts here (10 s less; the slow recipe tests and the
     benchmarks calibrate on all of them)."""
     queries, passages = backends.calibration_texts()
