@@ -3,8 +3,11 @@ as the embedding map expects)."""
 
 from __future__ import annotations
 
+import hashlib
+
 import numpy as np
 import pytest
+import torch
 
 from georag.eval.synthetic import random_batch
 from georag.experiments.folds import Fold
@@ -44,3 +47,27 @@ def two_folds(labelled_pool):
         Fold(pool.subset(halves[1 - f]), pool.subset(halves[f]), None, None, f"fold{f}")
         for f in range(2)
     ]
+
+
+class HashEncoder:
+    """A stand-in for the text encoder that embeds no text: each text's row is a unit
+    vector seeded by its SHA-256, so loaders, pools and splits run on a data set's real ids
+    in seconds, without encoding its passages (``cache_name`` keeps its rows apart from a
+    real model's in the embedding cache)."""
+
+    cache_name = "test-hash-encoder"
+    max_seq_length = 256
+    dim = 384
+
+    def encode(self, texts: list[str], *, desc: str = "encode") -> torch.Tensor:
+        seeds = [int.from_bytes(hashlib.sha256(t.encode()).digest()[:8], "little") for t in texts]
+        rows = np.stack([np.random.default_rng(s).standard_normal(self.dim) for s in seeds])
+        rows /= np.linalg.norm(rows, axis=1, keepdims=True)
+        return torch.from_numpy(rows).float()
+
+
+@pytest.fixture
+def hash_encoder(monkeypatch, tmp_path) -> HashEncoder:
+    """A :class:`HashEncoder`, with ``$GEORAG_CACHE`` in the test's own folder."""
+    monkeypatch.setenv("GEORAG_CACHE", str(tmp_path / "cache"))
+    return HashEncoder()

@@ -50,11 +50,14 @@ def test_concat_pools_refuses_a_question_twice(labelled_pool):
         et.concat_pools([pool, pool.subset([0])])
 
 
-def test_both_musique_training_files_give_one_pool_without_their_shared_question(data_dir, encoder):
+# the splits are a function of the ids: the hash encoder embeds no passage (conftest.py)
+def test_both_musique_training_files_give_one_pool_without_their_shared_question(
+    data_dir, hash_encoder
+):
     (split,) = et.splits(
         REPORT,
         data_dir=data_dir,
-        encoder=encoder,
+        encoder=hash_encoder,
         training=Training(),
         train_sets=et.TRAINING[REPORT],
     )
@@ -66,12 +69,13 @@ def test_both_musique_training_files_give_one_pool_without_their_shared_question
     assert first.corpus is not second.corpus  # each file's questions over its own corpus
 
 
-def test_cross_validation_splits_are_learned_folds(data_dir, encoder):
+def test_cross_validation_splits_are_learned_folds(data_dir, hash_encoder):
     found = et.splits(
-        REPORT, data_dir=data_dir, encoder=encoder, training=Training(), train_sets=(), keep=10
-    )
+        REPORT, data_dir=data_dir, encoder=hash_encoder, training=Training(), train_sets=(),
+        keep=10,
+    )  # fmt: skip
     folds = learned_folds(
-        REPORT, data_dir=str(data_dir), encoder=encoder, corpus=True, folds=5,
+        REPORT, data_dir=str(data_dir), encoder=hash_encoder, corpus=True, folds=5,
         val_fraction=0.2, seed=0,
     )  # fmt: skip
     assert [s.label for s in found] == [f.label for f in folds]
