@@ -35,9 +35,13 @@ gradient on its row: giving it any out-weight switches it from teleporting along
 following that edge, a jump, so its row's gradient is defined as 0. Which nodes are dangling
 is read from the weights and is not differentiated.
 
+For one fixed graph and damping queried many times, :class:`PPRSolver` gives the same
+scores exactly (no iteration) from a sparse LU factorization computed once.
+
 The paths live in private modules: :mod:`~georag.geometry._ppr_dense`,
-:mod:`~georag.geometry._ppr_sparse`, and what they share (checks, the stopping rule's
-floor, the adjoint iteration) in :mod:`~georag.geometry._ppr_shared`.
+:mod:`~georag.geometry._ppr_sparse`, :mod:`~georag.geometry._ppr_direct` (the solver), and
+what they share (checks, the stopping rule's floor, the adjoint iteration) in
+:mod:`~georag.geometry._ppr_shared`.
 """
 
 from __future__ import annotations
@@ -45,11 +49,13 @@ from __future__ import annotations
 import torch
 
 from georag.geometry._ppr_dense import _dense_ppr
+from georag.geometry._ppr_direct import PPRSolver
 from georag.geometry._ppr_shared import PowerIterationFailedConvergence, _check_weights
 from georag.geometry._ppr_sparse import _sparse_ppr
 
 __all__ = [
     "GRADIENTS",
+    "PPRSolver",
     "PowerIterationFailedConvergence",
     "personalized_pagerank",
     "edge_index_to_csr",
