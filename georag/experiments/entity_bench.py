@@ -12,6 +12,9 @@ logic of ``scripts/bench/bench_entity_graph.py``).
   from held query embeddings (no query encoding), its linking and PPR steps apart, and
   HippoRAG 2's own PPR call (python-igraph's prpack) on the same graph and reset vector,
   with the largest difference between the two PPR results.
+* :func:`ppr_solvers`: georag's two PPR paths, the power iteration (``retriever.ppr``) and
+  :class:`~georag.geometry.diffusion.PPRSolver` (a sparse LU of the retriever's graph), beside
+  prpack on the same reset vectors, at B=1 and batched.
 * :func:`throughput`: all queries in one ``retrieve`` call; :func:`encode_latency`: the
   query encoding at B=1, which the B=1 figures leave out.
 
@@ -47,6 +50,7 @@ __all__ = [
     "full_index_case",
     "index_case",
     "latency",
+    "ppr_solvers",
     "prpack_graph",
     "run_child",
     "throughput",
@@ -329,16 +333,7 @@ def latency(
         if not sum(vector) > 0:  # prpack needs some reset mass
             skipped += i >= 0
             continue
-        theirs, w_pr, c_pr = _clock(
-            lambda v=vector: graph.personalized_pagerank(
-                vertices=range(graph.vcount()),
-                damping=damping,
-                directed=False,
-                weights="weight",
-                reset=v,
-                implementation="prpack",
-            )
-        )
+        theirs, w_pr, c_pr = _clock(lambda v=vector: _prpack(graph, damping, v))
         if i < 0:
             continue
         for step, w, c in zip(steps, (w_all, w_reset, w_ppr, w_pr), (c_all, c_reset, c_ppr, c_pr)):
@@ -363,6 +358,108 @@ def latency(
         "ppr_dtype": str(retriever.csr.dtype),
         "max_abs_diff": worst,
         "max_abs_diff_float64": worst64,
+    }
+
+
+def _prpack(graph, damping: float, reset: list[float]) -> list[float]:
+    """HippoRAG 2's PPR call on ``graph`` (:func:`prpack_graph`) with one reset vector."""
+    return graph.personalized_pagerank(
+        vertices=range(graph.vcount()),
+        damping=damping,
+        directed=False,
+        weights="weight",
+        reset=reset,
+        implementation="prpack",
+    )
+
+
+def ppr_solvers(
+    retriever, queries: QueryBatch, *, num_queries: int = 200, batch: int = 64, repeats: int = 5
+) -> dict:
+    """georag's PPR paths beside prpack, on a fitted HippoRAG 2 retriever's graph and resets.
+
+    The reset vectors of the first ``num_queries`` questions with reset mass are built once,
+    untimed (and prpack's lists from them). B=1, per query in one loop after one untimed
+    pass over the first three: ``power`` (``retriever.ppr``, the power iteration), ``solver``
+    (:meth:`~georag.geometry.diffusion.PPRSolver.solve` of a solver built once from
+    ``retriever.csr`` and the damping, ``setup_s``) and ``prpack`` (:func:`prpack_graph`'s
+    graph, ``implementation='prpack'``). Batched: the first ``batch`` resets in one call of
+    each georag path (prpack: one call per vector), ``repeats`` times after a warm-up.
+
+    Returns
+    -------
+    dict
+        ``b1``: per path :meth:`~georag.perf.timing.Timing.as_dict` (ms per query);
+        ``batched``: per path ``queries_per_s`` (from the median call); ``max_abs_diff``:
+        the largest ``|solver - prpack|`` and ``|power - prpack|`` over the B=1 queries and
+        all nodes, float64 scores (the solver on float64 resets, the power iteration on a
+        float64 copy of the graph), and ``|solver - prpack|`` in the retriever's dtype.
+    """
+    from georag.geometry.diffusion import PPRSolver
+
+    damping = retriever.config.damping
+    graph = prpack_graph(retriever.csr)
+    solver, setup_s, _ = _clock(lambda: PPRSolver(retriever.csr, damping))
+    exact = copy.copy(retriever)
+    exact.csr = retriever.csr.to(torch.float64)
+    resets = []
+    for i in range(queries.batch_size):
+        reset = retriever.reset(
+            queries.slice(i, i + 1), retriever.dense_scores(queries.slice(i, i + 1))
+        )
+        if float(reset.sum()) > 0:  # prpack needs some reset mass
+            resets.append(reset)
+        if len(resets) == max(num_queries, batch):
+            break
+    if not resets:
+        raise ValueError("queries: none has reset mass")
+    lists = [r[0].double().tolist() for r in resets]
+    paths = {
+        "power": lambda i: retriever.ppr(resets[i])[0],
+        "solver": lambda i: solver.solve(resets[i][0]),
+        "prpack": lambda i: _prpack(graph, damping, lists[i]),
+    }
+    n = min(num_queries, len(resets))
+    wall = {k: [] for k in paths}
+    cpu = {k: [] for k in paths}
+    for i in range(-min(3, n), n):
+        for key, fn in paths.items():
+            _, w, c = _clock(lambda fn=fn, i=i: fn(i % n))
+            if i >= 0:
+                wall[key].append(1e3 * w)
+                cpu[key].append(1e3 * c)
+    worst = {"solver": 0.0, "power": 0.0, "solver_" + str(retriever.csr.dtype): 0.0}
+    for i in range(n):
+        theirs = np.asarray(_prpack(graph, damping, lists[i]))
+        ours = {
+            "solver": solver.solve(resets[i][0].double()),
+            "power": exact.ppr(resets[i].double())[0],
+            "solver_" + str(retriever.csr.dtype): solver.solve(resets[i][0]),
+        }
+        for key, x in ours.items():
+            worst[key] = max(worst[key], float(np.abs(x.double().numpy() - theirs).max()))
+    block = torch.cat(resets[:batch])
+    b = block.shape[0]
+    calls = {
+        "power": lambda i: retriever.ppr(block),
+        "solver": lambda i: solver.solve(block.T).T,
+        "prpack": lambda i: [_prpack(graph, damping, v) for v in lists[:b]],
+    }
+    batched = {
+        key: {"queries_per_s": 1e3 / measure(fn, repeats=repeats, per=b).median}
+        for key, fn in calls.items()
+    }
+    return {
+        "b1": {k: Timing(tuple(wall[k]), tuple(cpu[k])).as_dict() for k in paths},
+        "queries": n,
+        "batch": b,
+        "repeats": repeats,
+        "setup_s": setup_s,
+        "lu_fill": solver.fill,
+        "nodes": graph.vcount(),
+        "igraph_edges": graph.ecount(),
+        "batched": batched,
+        "max_abs_diff": worst,
     }
 
 

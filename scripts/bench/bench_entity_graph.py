@@ -19,6 +19,10 @@ Usage: ``python scripts/bench/bench_entity_graph.py --data-dir ../shared/data [-
    PPR - prpack|.
 4. Batched: all questions in one ``retrieve(..., top_k=10)`` call, median of ``--repeats``.
 5. Query encoding with MiniLM at B=1 (median over ``--encode-queries``), for the end-to-end.
+6. georag's PPR paths beside prpack on the same graph and reset vectors: the power iteration
+   (``retriever.ppr``) and ``PPRSolver`` (a sparse LU built once from the retriever's graph),
+   B=1 median over ``--queries`` and batched (``--ppr-batch`` resets per call) queries/s.
+   ``--ppr-only``: this section alone (no index cost, no sections 3-5).
 
 Retrieval runs on the CPU; ``--device`` places the encoder. ``--quick``: 20 questions, the
 title extractor only, one repeat, no full index.
@@ -34,6 +38,7 @@ from georag.experiments.entity_bench import (
     SETS,
     encode_latency,
     latency,
+    ppr_solvers,
     run_child,
     throughput,
 )
@@ -48,6 +53,32 @@ FULL_SET = "2wikimultihopqa_hipporag"
 GOAL_INDEX = "goal: under 5 minutes (index), under 60 s (graph alone)"
 GOAL_B1 = "goal: under 20 ms per query beyond the query encoding"
 GOAL_BATCH = "goal: over 1,000 queries/s"
+GOAL_PPR = "goal: solver B=1 <= prpack; batched solver >= 1,000 queries/s"
+
+
+def ppr_section(name, retriever, queries, args) -> dict:
+    r = ppr_solvers(retriever, queries, num_queries=args.queries, batch=args.ppr_batch)
+    print(
+        f"\n## 6. {name}: PPR paths, {r['nodes']} nodes, {r['igraph_edges']} undirected edges; "
+        f"solver built in {r['setup_s'] * 1e3:.1f} ms ({r['lu_fill']} LU entries)"
+    )
+    print(f"  {'path':<34} {'B=1 median ms':>13} {'p90':>8} {'cpu med':>8} {'batched q/s':>11}")
+    for key, label in (
+        ("power", "georag power iteration (ppr)"),
+        ("solver", "georag PPRSolver (sparse LU)"),
+        ("prpack", "igraph prpack (one call a query)"),
+    ):
+        t, q = r["b1"][key], r["batched"][key]["queries_per_s"]
+        print(
+            f"  {label:<34} {t['median_ms']:13.3f} {t['p90_ms']:8.3f} "
+            f"{t['cpu_median_ms']:8.3f} {q:11.0f}"
+        )
+    diff = ", ".join(f"{k} {v:.2e}" for k, v in r["max_abs_diff"].items())
+    print(
+        f"  B=1 over {r['queries']} queries, batched B={r['batch']} (median of {r['repeats']}); "
+        f"max |x - prpack|: {diff}   [{GOAL_PPR}]"
+    )
+    return r
 
 
 def index_section(args, data_dir, threads, device) -> list[dict]:
@@ -109,6 +140,8 @@ def retrieval_section(name, args, data_dir, encoder) -> dict:
     p = prepare(name, data_dir, encoder, default_cache_dir())
     method, options = DEFAULT
     retriever, fit_s = timed(lambda: make_reranker(method, {method: options}).fit(p.corpus))
+    if args.ppr_only:
+        return {"ppr": ppr_section(name, retriever, p.queries, args)}
     config = retriever.config
     lat = latency(retriever, p.queries, num_queries=args.queries)
     batch = throughput(retriever, p.queries, repeats=args.repeats)
@@ -149,6 +182,7 @@ def retrieval_section(name, args, data_dir, encoder) -> dict:
         "latency": lat,
         "throughput": batch,
         "query_encoding": enc,
+        "ppr": ppr_section(name, retriever, p.queries, args),
     }
 
 
@@ -175,6 +209,8 @@ def main() -> None:
         help=f"whole index of {FULL_SET} from scratch (when in --sets)",
     )
     parser.add_argument("--skip-index", action="store_true", help="no index-cost section")
+    parser.add_argument("--ppr-batch", type=positive_int, default=64, help="resets per call")
+    parser.add_argument("--ppr-only", action="store_true", help="section 6 alone")
     parser.add_argument(
         "--quick",
         action="store_true",
@@ -184,19 +220,11 @@ def main() -> None:
     if args.quick:
         args.queries, args.encode_queries = min(args.queries, 20), min(args.encode_queries, 20)
         args.extractors, args.repeats, args.full_index = ["title"], 1, False
+    if args.ppr_only:
+        args.skip_index, args.full_index = True, False
     data_dir = data_root(args)
-    config = {
-        k: getattr(args, k)
-        for k in (
-            "sets",
-            "extractors",
-            "queries",
-            "encode_queries",
-            "full_index",
-            "quick",
-            "repeats",
-        )
-    }
+    keys = "sets extractors queries encode_queries full_index quick repeats ppr_batch ppr_only"
+    config = {k: getattr(args, k) for k in keys.split()}
     bench = start(args, config={**config, "default": DEFAULT, "retrieval device": "cpu"})
     device, threads = bench.device, bench.threads.threads
     results = {"config": config, "default": DEFAULT}
