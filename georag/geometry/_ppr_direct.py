@@ -124,10 +124,11 @@ class PPRSolver:
                 "(use personalized_pagerank)"
             )
         dtype = p.dtype if p.is_floating_point() else self.dtype
-        rhs = _normalize_personalization(p.to("cpu", torch.float64), dim=0)
-        rhs = rhs.reshape(self.num_nodes, -1)[self._row_order]
+        rhs = p.to("cpu", torch.float64).reshape(self.num_nodes, -1).contiguous()
+        rhs = _normalize_personalization(rhs, dim=0).index_select(0, self._row_order)
         z = torch.triangular_solve(rhs, self._lower, upper=False).solution
-        y = torch.triangular_solve(z, self._upper, upper=True).solution[self._col_order]
+        y = torch.triangular_solve(z, self._upper, upper=True).solution
+        y = y.contiguous().index_select(0, self._col_order)
         return (y / y.sum(dim=0)).reshape(p.shape).to(p.device, dtype)
 
 
