@@ -1,7 +1,8 @@
-"""The ``georag`` command: demo, eval, sweep, index, search, plot, serve.
+"""The ``georag`` command: demo, eval, sweep, index, search, plot, explain, serve.
 
 Bad arguments print one line, ``georag: error: ...``, and exit with status 2. The commands
-over a saved index are in :mod:`georag.cli.corpus`.
+over a saved index are in :mod:`georag.cli.corpus`, the demo in :mod:`georag.cli.demo`,
+``explain`` in :mod:`georag.cli.explain`.
 """
 
 from __future__ import annotations
@@ -12,15 +13,12 @@ import sys
 from pathlib import Path
 
 from georag.cli.corpus import cmd_index, cmd_search
+from georag.cli.demo import cmd_demo, notes
+from georag.cli.explain import add_explain_parser, cmd_explain
 from georag.perf.bench import positive_int
 from georag.resources import DEFAULT_MODEL
 
 __all__ = ["main"]
-
-
-# The demo runs every geometric method; second stages that need extra model weights
-# (bi: all-mpnet-base-v2, ce: any cross-encoder) are left to `georag eval`.
-DEMO_METHODS = ("none", "diffusion", "maniscope", "ricci", "hyte", "iso")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -231,6 +229,8 @@ def _build_parser() -> argparse.ArgumentParser:
     flow.add_argument("--query", type=int, default=0, help="index of the query to draw")
     flow.add_argument("--out", type=Path, default=Path("runs/plots"), help="output folder")
 
+    add_explain_parser(sub)
+
     _add_serve_args(
         sub.add_parser("serve", help="serve a reranker or an index over HTTP (extra 'serve')")
     )
@@ -299,20 +299,6 @@ def _method_options(args: argparse.Namespace, options: dict | None = None) -> di
     return options
 
 
-def _notes(rows: list[dict]) -> str:
-    """The table's legend, and a word on the hyte row when its projection is untrained."""
-    from georag.eval.report import LEGEND
-
-    notes = [LEGEND]
-    if any("hyte" in str(row.get("method", "")).split("+") for row in rows):
-        notes.append(
-            "hyte: unless its `weights` option names a trained projection, the HyTE-H "
-            "projection is untrained (seed 0), so the row says little about the method "
-            "(train one: python -m train fit --config configs/train/hyte_h.yaml)."
-        )
-    return "\n".join(notes)
-
-
 def _cmd_eval(args: argparse.Namespace) -> None:
     from georag.eval.report import markdown_table
     from georag.eval.runner import run_eval
@@ -326,7 +312,7 @@ def _cmd_eval(args: argparse.Namespace) -> None:
 
         print(f"W&B run: {log_to_wandb(rows, asdict(config), Path(config.out))}")
     print(markdown_table(rows))
-    print(_notes(rows))
+    print(notes(rows))
     print(f"wrote {Path(config.out) / 'results.json'} and results.md")
 
 
@@ -353,31 +339,6 @@ def _cmd_sweep(args: argparse.Namespace) -> None:
         print(f"W&B run: {log_sweep_to_wandb(rows, asdict(config), out)}")
     print(markdown_table(rows, columns(config)))
     print(f"wrote {out / 'sweep.md'}, sweep.json, sweep.tex and {out / 'sweep.png'}")
-
-
-def _cmd_demo(args: argparse.Namespace) -> None:
-    from georag.data.bundled import DEMO_DIR
-    from georag.eval.report import markdown_table
-    from georag.eval.runner import EvalConfig, run_eval
-    from georag.rerank.registry import available_methods
-
-    available = available_methods()
-    methods = args.methods or [
-        m for m in DEMO_METHODS if all(stage in available for stage in m.split("+"))
-    ]
-    config = EvalConfig(
-        dataset=str(DEMO_DIR),
-        methods=methods,
-        top_m=20,
-        out=args.out,
-        latency_samples=10,
-        encoder_backend=args.encoder_backend,
-    )
-    rows = run_eval(config)
-    print("\ngeorag demo: bundled corpus, dense MiniLM first stage (top 20), then each reranker\n")
-    print(markdown_table(rows))
-    print(_notes(rows))
-    print(f"wrote {Path(args.out) / 'results.md'}")
 
 
 def _plot_flow(args: argparse.Namespace) -> None:
@@ -481,7 +442,8 @@ def _cmd_serve(args: argparse.Namespace) -> None:
 
 
 _COMMANDS = {
-    "demo": _cmd_demo,
+    "demo": cmd_demo,
+    "explain": cmd_explain,
     "eval": _cmd_eval,
     "sweep": _cmd_sweep,
     "index": cmd_index,
