@@ -3,7 +3,7 @@
 HippoRAG 2's graph ("From RAG to Memory: Non-Parametric Continual Learning for Large Language
 Models") with phrases from :mod:`georag.retrieval.extractors` instead of LLM triples: N
 passage nodes (rows ``0..N-1``), P phrase nodes (rows ``N..N+P-1``, phrases sorted), one
-passage-phrase edge of weight ``passage_weight`` per (passage, phrase) pair, and synonym
+passage-phrase edge of weight ``edge_weight`` per (passage, phrase) pair, and synonym
 edges between phrases whose embeddings (a caller's ``encode``) have cosine at least
 ``synonym_threshold`` (at most ``synonym_max`` per phrase, phrases of ``min_alnum``
 alphanumerics or more), weighted by the cosine. A phrase's node specificity is ``1 / df``
@@ -32,8 +32,11 @@ from georag._io import MANIFEST, ArtifactError, atomic_folder, check_folder
 from georag.geometry.diffusion import edge_index_to_csr
 from georag.retrieval.extractors import (
     EXTRACTORS,
+    TITLE_FORMS,
     MentionIndex,
     alnum_count,
+    looked_up,
+    mention_key,
     ngram_phrases,
     spacy_phrases,
     title_phrases,
@@ -50,7 +53,7 @@ __all__ = [
 ]
 
 FORMAT = "georag-entity-graph"
-VERSION = 1
+VERSION = 2  # 2: the passage-phrase edge weight is ``edge_weight``
 _BLOCK_ELEMENTS = 1 << 24  # cosines held at once by the synonym search (64 MiB of float32)
 
 
@@ -69,8 +72,15 @@ class EntityGraphConfig:
         Least cosine of a synonym edge (None: no synonym edges); most kept per phrase.
     min_alnum : int
         Least alphanumeric characters of a spaCy phrase and of a phrase with synonyms.
-    passage_weight : float
-        Weight of a passage-phrase edge.
+    edge_weight : float
+        Weight of a passage-phrase edge (the retrievers' seed weights have other names).
+    title_form : {"as_is", "strip", "strip_apart"}
+        How the ``"title"`` extractor names and finds a title
+        (:func:`~georag.retrieval.extractors.title_phrases`).
+    min_mention : int
+        Least alphanumeric characters of a title looked up in texts (and in queries).
+    hub_df : int or None
+        A phrase held by more passages is left out of the graph (None: none is).
     """
 
     extractors: tuple[str, ...] = ("title",)  # the training files' choice (needs no extra)
@@ -79,7 +89,10 @@ class EntityGraphConfig:
     synonym_threshold: float | None = 0.8  # HippoRAG 2: synonymy_edge_sim_threshold
     synonym_max: int = 100  # HippoRAG 2: at most 100 synonym neighbours per phrase
     min_alnum: int = 3  # HippoRAG 2: synonyms only for phrases of more than 2 alphanumerics
-    passage_weight: float = 1.0  # HippoRAG 2: weight of a passage-phrase edge
+    edge_weight: float = 1.0  # HippoRAG 2: weight of a passage-phrase edge (H:953)
+    title_form: str = "as_is"
+    min_mention: int = 0
+    hub_df: int | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "extractors", tuple(self.extractors))
@@ -95,7 +108,10 @@ class EntityGraphConfig:
             ("synonym_threshold", threshold is None or -1.0 <= threshold <= 1.0, "[-1, 1]"),
             ("synonym_max", self.synonym_max >= 1, ">= 1"),
             ("min_alnum", self.min_alnum >= 0, ">= 0"),
-            ("passage_weight", self.passage_weight > 0.0, "> 0"),
+            ("edge_weight", self.edge_weight > 0.0, "> 0"),
+            ("title_form", self.title_form in TITLE_FORMS, f"one of {TITLE_FORMS}"),
+            ("min_mention", self.min_mention >= 0, ">= 0"),
+            ("hub_df", self.hub_df is None or self.hub_df >= 1, "None or >= 1"),
         ):
             if not ok:
                 raise ValueError(f"{name}: need {need}, got {getattr(self, name)!r}")
@@ -165,7 +181,9 @@ class EntityGraph:
 
     @cached_property
     def _mention_index(self) -> MentionIndex:
-        return MentionIndex(self.phrases)
+        keys = [mention_key(p) for p in self.phrases]
+        minimum = self.config.min_mention
+        return MentionIndex([k if looked_up(k, minimum) else "" for k in keys])
 
     @cached_property
     def _vocabulary(self) -> dict[str, int]:
@@ -187,12 +205,12 @@ class EntityGraph:
         self, dtype: torch.dtype = torch.float32, *, synonym_scale: float = 1.0
     ) -> torch.Tensor:
         """The symmetric weight matrix, sparse CSR (N + P, N + P): passage-phrase edges weigh
-        ``config.passage_weight``, synonym edges ``synonym_scale * cosine`` (0: none)."""
+        ``config.edge_weight``, synonym edges ``synonym_scale * cosine`` (0: none)."""
         if not synonym_scale >= 0.0:
             raise ValueError(f"synonym_scale: need >= 0, got {synonym_scale}")
         n = self.num_passages
         edges = [torch.stack([self.contains[0], self.contains[1] + n])]
-        weights = [torch.full((self.contains.shape[1],), self.config.passage_weight, dtype=dtype)]
+        weights = [torch.full((self.contains.shape[1],), self.config.edge_weight, dtype=dtype)]
         if synonym_scale > 0 and self.synonym_index.shape[1]:
             edges.append(self.synonym_index + n)
             weights.append(synonym_scale * self.synonym_weight.to(dtype))
@@ -216,7 +234,10 @@ class EntityGraph:
         return strings[:n], strings[n : 2 * n], strings[2 * n :]
 
     def mentions(self, texts: Sequence[str]) -> torch.Tensor:
-        """(B, P) float32: 1 where text b's normalised words hold phrase j's in a row."""
+        """(B, P) float32: 1 where text b's normalised words hold phrase j's mention key
+        (:func:`~georag.retrieval.extractors.mention_key`) in a row; phrases that
+        :func:`~georag.retrieval.extractors.looked_up` refuses are never mentioned, as in
+        the title extractor."""
         out = torch.zeros(len(texts), len(self.phrases))
         for b, found in enumerate(self._mention_index.find(texts)):
             out[b, list(found)] = 1.0
@@ -369,7 +390,9 @@ def _assemble(
     found = {}
     for name in config.extractors:
         if name == "title":
-            found[name] = title_phrases(titles, texts)
+            found[name] = title_phrases(
+                titles, texts, form=config.title_form, min_mention=config.min_mention
+            )
         elif name == "ngram":
             found[name] = ngram_phrases(
                 titles, texts, max_words=config.max_words, max_df=config.max_df
@@ -381,6 +404,8 @@ def _assemble(
             )
             found[name] = spacy_found
     per_passage = [set().union(*row) for row in zip(*found.values())]
+    if config.hub_df is not None:
+        per_passage = _without_hubs(per_passage, config.hub_df)
     phrases = tuple(sorted(set().union(*per_passage)))
     index = {p: j for j, p in enumerate(phrases)}
     rows = np.repeat(np.arange(len(doc_ids), dtype=np.int64), [len(f) for f in per_passage])
@@ -405,6 +430,15 @@ def _assemble(
         corpus=_Strings.pack([*doc_ids, *titles, *texts]),
         spacy_found=_Strings.pack(["\n".join(sorted(f)) for f in spacy_found]),
     )
+
+
+def _without_hubs(per_passage: list[set[str]], hub_df: int) -> list[set[str]]:
+    """Each passage's phrases without those that more than ``hub_df`` passages hold."""
+    df: dict[str, int] = {}
+    for found in per_passage:
+        for phrase in found:
+            df[phrase] = df.get(phrase, 0) + 1
+    return [{p for p in found if df[p] <= hub_df} for found in per_passage]
 
 
 def synonym_edges(

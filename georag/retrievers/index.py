@@ -31,7 +31,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
@@ -239,23 +239,10 @@ def documents_from_dataset(dataset: BeirDataset) -> list[dict]:
 
 
 # ---------------------------------------------------------------------------- graphs
-def _entity_options(name: str, model: str) -> list[EntityGraphOptions]:
-    """The options of each distinct graph config of ``entity:EXTRACTORS`` the entity
-    methods read at their defaults (HippoRAG 2 weighs passage-phrase edges its own way)."""
-    from georag.retrievers.hipporag2 import HippoRAG2Config
-
-    extractors = name.partition(":")[2]
-    found = {}
-    for cls in (EntityGraphOptions, HippoRAG2Config):
-        options = cls(extractors=extractors, model=model)
-        found.setdefault(options.graph_config(), options)
-    return list(found.values())
-
-
-def _save_variants(graph: EntityGraph, corpus: Corpus, variants: list) -> None:
-    """Save ``graph`` under the cache folder of each variant, with that variant's config."""
-    for options in variants:
-        replace(graph, config=options.graph_config()).save(entity_graph_folder(corpus, options))
+def _entity_options(name: str, model: str) -> EntityGraphOptions:
+    """The options of graph ``entity:EXTRACTORS`` at the entity methods' defaults (they all
+    read the same graph: a retriever's own settings never name a graph field)."""
+    return EntityGraphOptions(extractors=name.partition(":")[2], model=model)
 
 
 def check_graph(name: str) -> str:
@@ -283,19 +270,18 @@ def _build_graph(name: str, corpus: Corpus, model: str, encoder: TextEncoder) ->
 
         HyTERetriever().fit(corpus)
     else:
-        variants = _entity_options(name, model)
-        _save_variants(entity_graph_for(corpus, variants[0]), corpus, variants[1:])
+        entity_graph_for(corpus, _entity_options(name, model))
 
 
 def _update_entity(
     name: str, old: Corpus, new: Corpus, keep: list[int], model: str, encoder: TextEncoder
 ) -> None:
     """The entity graph of ``new`` (``old``'s rows ``keep``, then the rest) from ``old``'s."""
-    variants = _entity_options(name, model)
+    options = _entity_options(name, model)
     if not keep:  # nothing of the old corpus is left
-        _save_variants(entity_graph_for(new, variants[0]), new, variants[1:])
+        entity_graph_for(new, options)
         return
-    graph: EntityGraph = entity_graph_for(old, variants[0])
+    graph: EntityGraph = entity_graph_for(old, options)
     if len(keep) < old.embeddings.shape[0]:
         graph = graph.remove(sorted(set(range(graph.num_passages)) - set(keep)), encoder.encode)
     added = slice(len(keep), None)
@@ -303,7 +289,7 @@ def _update_entity(
         graph = graph.add(
             new.doc_ids[added], new.titles[added], new.texts[added], encoder.encode, progress=True
         )
-    _save_variants(graph, new, variants)
+    graph.save(entity_graph_folder(new, options))
 
 
 # ---------------------------------------------------------------------------- writing

@@ -7,18 +7,20 @@ and the training files' choices. Here the continuous ones are parameters, initia
 parameterisation (:mod:`georag.models.knobs`):
 
 * ``damping`` (0.5) in (0, 1), through a sigmoid: PPR's probability of following an edge;
-* ``passage_weight`` (0.05) > 0, through exp: the passages' share of the reset vector;
+* ``passage_node_weight`` (0.05) > 0, through exp: the passage seeds' factor (or share,
+  with ``teleport="share"``) in the reset vector;
 * ``fusion_weight`` (20) > 0, through exp: the PPR score's weight on the fusion base;
 * ``synonym_scale`` (1) > 0, through exp: the synonym edges' weight against the
   passage-phrase edges' (the graph's edge weights).
 
 The discrete parts (the graph, the linked phrases, the dense and BM25 scores of the fusion's
-base) are not differentiated. Training scores every passage (:meth:`LearnedHippoRAG2.score`)
-with :func:`~georag.retrievers.hipporag2.hipporag2_scores`, the function the fixed method
-calls with numbers; inference (eval mode, :meth:`LearnedHippoRAG2.retrieve`) runs the fixed
-method at the current knob values, so an untrained ``learned_hipporag2`` gives exactly
-``hipporag2``'s scores. A learned map of the embeddings is the fixed config's ``map`` (a
-trained ``learned_map`` file), not learned here.
+base, the second hop's choice of pairs) are not differentiated. Training scores every
+passage's first hop (:meth:`LearnedHippoRAG2.score`) with
+:func:`~georag.retrievers.hipporag2.hipporag2_scores`, the function the fixed method calls
+with numbers; inference (eval mode, :meth:`LearnedHippoRAG2.retrieve`) runs the fixed method
+at the current knob values, so an untrained ``learned_hipporag2`` gives exactly
+``hipporag2``'s scores, its second hop included. A learned map of the embeddings is the fixed
+config's ``map`` (a trained ``learned_map`` file), not learned here.
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ from georag.retrievers.learned import LearnedRetriever
 
 __all__ = ["LearnedHippoRAG2", "LearnedHippoRAG2Config"]
 
-KNOBS = ("damping", "passage_weight", "fusion_weight", "synonym_scale")
+KNOBS = ("damping", "passage_node_weight", "fusion_weight", "synonym_scale")
 
 
 @dataclass(frozen=True)
@@ -49,7 +51,7 @@ class LearnedHippoRAG2Config(LearningOptions):
     Parameters
     ----------
     fixed : HippoRAG2Config
-        Everything of the fixed method; ``damping``, ``passage_weight``, ``fusion_weight``
+        Everything of the fixed method; ``damping``, ``passage_node_weight``, ``fusion_weight``
         and ``synonym_scale`` are the initial knobs (strictly inside their domains).
     top_k : int
         Passages kept when the module is called on a :class:`QueryBatch` (validation).
@@ -69,7 +71,7 @@ class LearnedHippoRAG2Config(LearningOptions):
             )
         if not 0.0 < self.fixed.damping < 1.0:
             raise ValueError(f"damping must lie in (0, 1), got {self.fixed.damping}")
-        for name in ("passage_weight", "fusion_weight", "synonym_scale"):
+        for name in ("passage_node_weight", "fusion_weight", "synonym_scale"):
             value = getattr(self.fixed, name)
             if not (value > 0 and math.isfinite(value)):
                 raise ValueError(f"{name} must be finite and positive, got {value}")
@@ -89,7 +91,7 @@ class LearnedHippoRAG2(LearnedRetriever):
     fixed_class = HippoRAG2
     search_space = {
         "fixed.damping": (0.05, 0.95, False),
-        "fixed.passage_weight": (0.005, 1.0, True),
+        "fixed.passage_node_weight": (0.005, 1.0, True),
         "fixed.fusion_weight": (0.5, 200.0, True),
         "fixed.synonym_scale": (0.05, 5.0, True),
     }
@@ -98,7 +100,7 @@ class LearnedHippoRAG2(LearnedRetriever):
         super().__init__(config or LearnedHippoRAG2Config())
         cfg = self.config.fixed
         self.damping = Interval(cfg.damping)
-        self.passage_weight = Positive(cfg.passage_weight)
+        self.passage_node_weight = Positive(cfg.passage_node_weight)
         self.fusion_weight = Positive(cfg.fusion_weight)
         self.synonym_scale = Positive(cfg.synonym_scale)
         self._load_if_given()
@@ -123,7 +125,7 @@ class LearnedHippoRAG2(LearnedRetriever):
         dtype = self.base.embeddings.dtype
         edge = torch.cat(
             [
-                torch.full((self._contains,), self.graph.config.passage_weight, dtype=dtype),
+                torch.full((self._contains,), self.graph.config.edge_weight, dtype=dtype),
                 self.synonym_scale().to(dtype) * self.graph.synonym_weight.to(dtype),
             ]
         )
@@ -161,7 +163,8 @@ class LearnedHippoRAG2(LearnedRetriever):
             links,
             base.specificity,
             fusion,
-            passage_weight=self.passage_weight().to(dtype),
+            passage_node_weight=self.passage_node_weight().to(dtype),
+            teleport=cfg.teleport,
             damping=self.damping().to(dtype),
             fusion_weight=self.fusion_weight().to(dtype),
             tol=cfg.tol,

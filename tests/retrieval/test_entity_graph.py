@@ -437,7 +437,7 @@ def test_corrupt_folders_are_one_line_errors(tmp_path, monkeypatch):
     np.save(folder / "contains.npy", graph.contains.numpy()[:, ::-1].copy())
     reseal(folder)
     one_line_error(folder, r"contains\.npy: pairs not sorted")
-    for version, match in ((0, "format version 0, .*rebuild"), (2, "format version 2")):
+    for version, match in ((0, "format version 0, .*rebuild"), (3, "format version 3")):
         fresh()
         reseal(folder, version=version)
         one_line_error(folder, match)
@@ -463,7 +463,7 @@ def test_bad_config_corpus_and_encoder():
         ("synonym_threshold", 1.5),
         ("synonym_max", 0),
         ("min_alnum", -1),
-        ("passage_weight", 0.0),
+        ("edge_weight", 0.0),
     ]:
         with pytest.raises(ValueError, match=f"^{field}: "):
             EntityGraphConfig(**{field: value})

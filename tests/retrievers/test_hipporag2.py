@@ -81,7 +81,7 @@ def test_reset_vector_is_hipporag2s():
     dense = torch.tensor([[0.2, 0.6, 1.0], [0.5, 0.5, 0.1]], dtype=torch.float64)
     links = torch.tensor([[0.0, 1.0], [0.5, 0.0]], dtype=torch.float64)
     specificity = torch.tensor([1.0, 0.25], dtype=torch.float64)
-    reset = hipporag2_reset(dense, links, specificity, passage_weight=0.05)
+    reset = hipporag2_reset(dense, links, specificity, passage_node_weight=0.05)
     expected = torch.tensor(
         [[0.0, 0.025, 0.05, 0.0, 0.25], [0.05, 0.05, 0.0, 0.5, 0.0]], dtype=torch.float64
     )
