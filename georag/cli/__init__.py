@@ -122,6 +122,7 @@ def _add_serve_args(parser: argparse.ArgumentParser) -> None:
         ("--max-batch", positive_int, "queries per batched call (1: no micro-batching)"),
         ("--max-wait-ms", float, "how long a batch waits for more queries"),
         ("--max-read-ms", float, "how long at most while more are still being read"),
+        ("--watch-ms", float, "with --index: how often to look for another process's update"),
         ("--workers", positive_int, "server processes"),
         ("--max-docs", positive_int, "documents per request (413 past it)"),
         ("--max-text-chars", positive_int, "characters per text (413 past it)"),
@@ -410,7 +411,7 @@ def _serve_config(args: argparse.Namespace):
     names = ("host", "port", "max_batch", "max_wait_ms", "max_read_ms", "workers", "max_docs")
     names += ("max_text_chars", "max_body_bytes", "max_queue", "api_key_file", "cache_dir")
     names += ("cache_size", "cache_queries", "index", "rerank", "max_top_k")
-    names += ("encoder_backend",)
+    names += ("encoder_backend", "watch_ms")
     given = {n: getattr(args, n) for n in (*names, "model_name") if getattr(args, n) is not None}
     if args.threads is not None:
         given["threads"] = args.threads

@@ -4,13 +4,14 @@ FastAPI resolves the handlers' annotations at run time, so this module does not 
 them (``from __future__ import annotations``) and imports FastAPI at its top; only the
 ``serve`` command imports it.
 
-Routes: ``POST /rerank`` (text-embeddings-inference shape) and ``POST /v1/rerank`` (Cohere /
-Jina shape), or with an index ``POST /retrieve``, ``POST /documents`` and ``DELETE
-/documents``; and ``GET /health``, ``GET /metrics`` (Prometheus text), ``GET
-/openapi.json`` (every route, :mod:`georag.serve.schema`). Every error is a JSON body
-``{"error", "status"}`` with its status code; nothing a request sends takes the worker
-down. With ``workers > 1`` uvicorn's supervisor runs the processes (and restarts one that
-dies); each builds its reranker from the settings in ``$GEORAG_SERVE_CONFIG``.
+Routes: ``POST /rerank`` (text-embeddings-inference shape), ``POST /v1/rerank`` (Cohere /
+Jina shape) and ``POST /v2/rerank`` (Cohere's v2 shape), or with an index ``POST
+/retrieve``, ``POST /documents`` and ``DELETE /documents``; and ``GET /health``, ``GET
+/metrics`` (Prometheus text), ``GET /openapi.json`` (every route,
+:mod:`georag.serve.schema`). Every error is a JSON body ``{"error", "status"}`` with its
+status code; nothing a request sends takes the worker down. With ``workers > 1``
+uvicorn's supervisor runs the processes (and restarts one that dies); each builds its
+reranker from the settings in ``$GEORAG_SERVE_CONFIG``.
 """
 
 import contextlib
@@ -26,6 +27,7 @@ from starlette.requests import ClientDisconnect
 import georag
 from georag.serve.config import ServeConfig
 from georag.serve.corpus import CorpusService
+from georag.serve.drain import DRAINING, DrainingServer
 from georag.serve.schema import openapi
 from georag.serve.service import Service
 from georag.serve.shapes import RequestError
@@ -33,7 +35,7 @@ from georag.serve.shapes import RequestError
 __all__ = ["create_app", "app_from_env", "run"]
 
 CONFIG_ENV = "GEORAG_SERVE_CONFIG"
-RERANK_ROUTES = {"/rerank": "tei", "/v1/rerank": "v1"}
+RERANK_ROUTES = {"/rerank": "tei", "/v1/rerank": "v1", "/v2/rerank": "v2"}
 CORPUS_ROUTES = ("/retrieve", "/documents")
 ROUTES = (*RERANK_ROUTES, *CORPUS_ROUTES, "/health", "/metrics", "/openapi.json")
 
@@ -158,8 +160,10 @@ def create_app(config: ServeConfig, model=None) -> FastAPI:
             )
 
     @app.get("/health", include_in_schema=False)
-    async def health():
+    async def health(request: Request):
         status, body = service.health()
+        if request.scope.get("state", {}).get(DRAINING):  # set by the server at SIGTERM
+            status, body = 503, {**body, "status": "draining"}
         return JSONResponse(body, status)
 
     @app.get("/metrics", include_in_schema=False)
@@ -182,7 +186,9 @@ def app_from_env() -> FastAPI:
 
 
 def run(config: ServeConfig, model=None) -> None:
-    """Serve until SIGTERM / SIGINT (then finish the accepted requests and exit)."""
+    """Serve until SIGTERM / SIGINT, then answer what reached the server and exit: one
+    worker drains its listener first (:mod:`georag.serve.drain`); ``workers > 1`` run
+    under uvicorn's supervisor and shut down as uvicorn does."""
     import uvicorn
 
     options = dict(host=config.host, port=config.port, log_level="warning", access_log=False)
@@ -194,7 +200,7 @@ def run(config: ServeConfig, model=None) -> None:
         flush=True,
     )
     if config.workers == 1:
-        uvicorn.run(create_app(config, model), **options)
+        DrainingServer(uvicorn.Config(create_app(config, model), **options)).run()
         return
     os.environ[CONFIG_ENV] = config.to_json()
     uvicorn.run("georag.serve.app:app_from_env", factory=True, workers=config.workers, **options)

@@ -49,6 +49,9 @@ class ServeConfig:
         Queries waiting for a batch; more are refused with 429.
     max_top_k : int
         Documents one ``/retrieve`` may ask for.
+    watch_ms : float
+        With ``index``: how often the index folder is checked for a generation another
+        process made live, which is then loaded and served (0: never).
     api_key_file : str, optional
         A file holding the key that requests must send as ``Authorization: Bearer KEY``.
     cache_dir : str, optional
@@ -81,6 +84,7 @@ class ServeConfig:
     max_body_bytes: int = 8 * 1024 * 1024
     max_queue: int = 256
     max_top_k: int = 100
+    watch_ms: float = 500.0
     api_key_file: str | None = None
     cache_dir: str | None = None
     cache_size: int = 200_000
@@ -105,7 +109,7 @@ class ServeConfig:
             raise ValueError("--max-body-bytes: must be at least 1024")
         if self.max_queue < self.max_batch:
             raise ValueError("--max-queue: must be at least --max-batch")
-        for name in ("max_wait_ms", "max_read_ms"):
+        for name in ("max_wait_ms", "max_read_ms", "watch_ms"):
             if not 0 <= getattr(self, name) <= 10_000:
                 raise ValueError(f"--{name.replace('_', '-')}: must lie in [0, 10000]")
         if not 0 <= self.port <= 65535:

@@ -11,12 +11,19 @@ swaps its state in at once when an update is applied (it is safe to call
 before or wholly after an update, and the update is answered once applied: a
 ``/retrieve`` sent after its answer sees it. An index is updated in the memory of its
 process, so it is served by one worker.
+
+Another process may update the same folder (``georag index add|delete``, another
+``georag.Retriever``): every ``watch_ms`` the service reads the index's ``CURRENT`` and,
+when it names a generation other than the one served, reloads it in a thread (taking the
+updates' turn) and swaps it in whole, as after its own update; ``GET /health`` names the
+generation served.
 """
 
 from __future__ import annotations
 
 import asyncio
 import collections
+import logging
 import os
 
 from georag.serve.config import ServeConfig
@@ -30,7 +37,19 @@ from georag.serve.shapes import (
     parse_retrieve,
 )
 
-__all__ = ["CorpusService", "build_retriever"]
+__all__ = ["CorpusService", "apply_update", "build_retriever", "follow", "one_line"]
+
+log = logging.getLogger(__name__)
+
+
+def follow(retriever, index: str) -> bool:
+    """Load the generation that ``index``'s ``CURRENT`` names into ``retriever`` when it is
+    not the one served (reading one small file otherwise); whether it was loaded."""
+    from georag.retrieval.generations import current_generation
+
+    if current_generation(index).name == retriever.generation:
+        return False
+    return retriever.reload()
 
 
 def build_retriever(config: ServeConfig):
@@ -45,8 +64,18 @@ def build_retriever(config: ServeConfig):
     return retriever
 
 
-def _one_line(error: Exception) -> str:
+def one_line(error: Exception) -> str:
     return (str(error).splitlines() or [type(error).__name__])[0]
+
+
+def apply_update(apply, items: list, where: str) -> None:
+    """``apply(items)`` (a retriever's ``add`` or ``delete``); its ``ValueError`` (an id
+    already there, an id not there, deleting the last passage) is refused with 409 and its
+    message, ``where`` first: nothing was applied then."""
+    try:
+        apply(items)
+    except ValueError as error:
+        raise RequestError(409, f"{where}: {one_line(error)}") from None
 
 
 class CorpusService(Service):
@@ -64,6 +93,30 @@ class CorpusService(Service):
         super().__init__(config)
         self.retriever = retriever
         self._updates = asyncio.Lock()
+        self._watch: asyncio.Task | None = None
+
+    async def start(self) -> None:
+        """Start as a rerank service does, then follow the index's generations."""
+        await super().start()
+        if self.config.watch_ms > 0:
+            self._watch = asyncio.get_running_loop().create_task(self._follow())
+
+    async def stop(self) -> None:
+        """Stop following the index, then answer what was accepted."""
+        if self._watch is not None:
+            self._watch.cancel()
+        await super().stop()
+
+    async def _follow(self) -> None:
+        """Reload the index whenever another process made another generation live."""
+        while True:
+            await asyncio.sleep(self.config.watch_ms / 1000.0)
+            try:
+                async with self._updates:
+                    if await asyncio.to_thread(follow, self.retriever, self.config.index):
+                        log.info("serving %s of %s", self.retriever.generation, self.config.index)
+            except Exception as error:  # noqa: BLE001 - the generation served stays
+                log.warning("index %s not reloaded: %s", self.config.index, one_line(error))
 
     def _prepare(self) -> None:
         """Load the index unless given; run the method once alone and once batched."""
@@ -90,7 +143,8 @@ class CorpusService(Service):
         body = {"status": "ready" if self.ready else "warming up", "pid": os.getpid()}
         body.update(method=self.config.method, index=self.config.index)
         if self.ready:
-            body.update(size=self.retriever.size, max_batch=self.config.max_batch)
+            body.update(size=self.retriever.size, generation=self.retriever.generation)
+            body.update(max_batch=self.config.max_batch)
         return (200 if self.ready else 503), body
 
     async def retrieve(self, raw: bytes) -> dict:
@@ -114,14 +168,7 @@ class CorpusService(Service):
         return {"deleted": len(ids), "size": size}
 
     async def _update(self, apply, items: list, where: str) -> int:
-        """Apply one update at a time, in a thread; the index size after it.
-
-        The retriever's ``ValueError`` (an id already there, an id not there, deleting the
-        last passage) is refused with 409 and its message; nothing was applied then.
-        """
+        """Apply one update at a time, in a thread; the index size after it."""
         async with self._updates:
-            try:
-                await asyncio.to_thread(apply, items)
-            except ValueError as error:
-                raise RequestError(409, f"{where}: {_one_line(error)}") from None
+            await asyncio.to_thread(apply_update, apply, items, where)
             return self.retriever.size

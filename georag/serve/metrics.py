@@ -79,6 +79,7 @@ class Metrics:
         self.by_route = {
             "/rerank": self.latency,
             "/v1/rerank": self.latency,
+            "/v2/rerank": self.latency,
             "/retrieve": self.retrieve_latency,
             "/documents": self.update_latency,
         }

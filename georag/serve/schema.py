@@ -8,7 +8,7 @@ the request and response schemas and the limits of the running service (``maxLen
 schema is refused with the JSON error below (400, 413 or 422), never a 5xx.
 
 The module does not defer its annotations: pydantic reads those of the models built in
-:func:`openapi`, whose bounds are the service's settings.
+:func:`request_models`, whose bounds are the service's settings.
 """
 
 from typing import Annotated, Literal
@@ -19,7 +19,7 @@ from pydantic.json_schema import models_json_schema
 from georag.serve.config import ServeConfig
 from georag.serve.shapes import DEFAULT_TOP_K
 
-__all__ = ["openapi"]
+__all__ = ["openapi", "request_models"]
 
 NON_BLANK = r"\S"  # a text holds at least one character other than white space
 
@@ -57,6 +57,17 @@ class V1Response(BaseModel):
     meta: V1Meta
 
 
+class V2Result(BaseModel):
+    index: int = Field(description="position of the document in the request's documents")
+    relevance_score: float
+
+
+class V2Response(BaseModel):
+    id: str
+    results: list[V2Result] = Field(description="the kept documents, best first")
+    meta: V1Meta
+
+
 class RetrievedDocument(BaseModel):
     id: str
     title: str | None
@@ -86,13 +97,14 @@ class Deleted(BaseModel):
 
 
 class Health(BaseModel):
-    status: Literal["ready", "warming up"]
+    status: Literal["ready", "warming up", "draining"]
     pid: int
     method: str
 
 
-def _request_models(config: ServeConfig) -> dict[str, type[BaseModel]]:
-    """The request bodies, bounded by the settings of ``config``."""
+def request_models(config: ServeConfig) -> dict[str, type[BaseModel]]:
+    """The request bodies by model name, bounded by the settings of ``config`` (also the
+    argument schemas of the MCP tools, :mod:`georag.serve.mcp`)."""
     chars = config.max_text_chars
     Text = Annotated[str, Field(min_length=1, max_length=chars, pattern=NON_BLANK)]
     Id = Annotated[str, Field(min_length=1, max_length=chars, pattern=NON_BLANK)]
@@ -118,6 +130,22 @@ def _request_models(config: ServeConfig) -> dict[str, type[BaseModel]]:
         top_n: Annotated[int, Field(ge=1)] | None = None
         return_documents: bool | None = False
 
+    class RelevantSpans(BaseModel):
+        mode: Literal["disabled"] = Field(description="georag returns no spans")
+
+    class V2Request(BaseModel):
+        model: str = Field(description="accepted whatever it names (the served method answers)")
+        query: Text
+        documents: Annotated[list[Text], Field(**many)]
+        top_n: Annotated[int, Field(ge=1)] | None = None
+        max_tokens_per_doc: Annotated[int, Field(ge=1)] | None = Field(
+            None, description="cut each document to this many tokens of the query encoder"
+        )
+        priority: Annotated[int, Field(ge=0)] | None = Field(
+            None, description="accepted; one queue serves every request"
+        )
+        relevant_spans: RelevantSpans | None = None
+
     class RetrieveRequest(BaseModel):
         query: Text
         top_k: Annotated[int, Field(ge=1, le=config.max_top_k)] | None = DEFAULT_TOP_K
@@ -137,11 +165,18 @@ def _request_models(config: ServeConfig) -> dict[str, type[BaseModel]]:
 
     return {
         m.__name__: m
-        for m in (TeiRequest, V1Request, RetrieveRequest, DocumentsRequest, DeleteRequest)
+        for m in (
+            TeiRequest,
+            V1Request,
+            V2Request,
+            RetrieveRequest,
+            DocumentsRequest,
+            DeleteRequest,
+        )
     }
 
 
-RESPONSES = (Error, TeiResult, V1Response, RetrieveResponse, Added, Deleted, Health)
+RESPONSES = (Error, TeiResult, V1Response, V2Response, RetrieveResponse, Added, Deleted, Health)
 
 
 def _json(schema: dict) -> dict:
@@ -169,7 +204,7 @@ def _operation(summary: str, request: str | None, answer: dict, refusals: dict, 
 
 def openapi(config: ServeConfig, title: str, version: str) -> dict:
     """The OpenAPI document of the app that ``config`` serves (rerank or corpus routes)."""
-    requests = _request_models(config)
+    requests = request_models(config)
     models = [(m, "validation") for m in requests.values()]
     models += [(m, "serialization") for m in RESPONSES]
     _, defs = models_json_schema(models, ref_template="#/components/schemas/{model}")
@@ -197,6 +232,15 @@ def openapi(config: ServeConfig, title: str, version: str) -> dict:
                     "rerank documents (Cohere / Jina shape)",
                     "V1Request",
                     _json(_ref("V1Response")),
+                    body,
+                    secured,
+                )
+            },
+            "/v2/rerank": {
+                "post": _operation(
+                    "rerank documents (Cohere's v2 shape)",
+                    "V2Request",
+                    _json(_ref("V2Response")),
                     body,
                     secured,
                 )
@@ -232,7 +276,7 @@ def openapi(config: ServeConfig, title: str, version: str) -> dict:
             },
         }
     health = _operation("ready once warm (open without the API key)", None, {}, {}, False)
-    for status, when in (("200", "ready"), ("503", "warming up")):
+    for status, when in (("200", "ready"), ("503", "warming up, or draining after SIGTERM")):
         health["responses"][status] = {"description": when, "content": _json(_ref("Health"))}
     paths["/health"] = {"get": health}
     paths["/metrics"] = {

@@ -10,10 +10,10 @@ the method once, alone and batched.
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import json
 import os
-from collections.abc import Callable
 
 import orjson
 
@@ -28,11 +28,26 @@ from georag.serve.shapes import (
     RequestError,
     answer_tei,
     answer_v1,
+    answer_v2,
     parse_tei,
     parse_v1,
+    parse_v2,
 )
 
-__all__ = ["Service", "build_reranker", "encode_batch", "warm_up", "demo_texts", "parse_json"]
+__all__ = [
+    "Service",
+    "build_reranker",
+    "encode_batch",
+    "warm_up",
+    "demo_texts",
+    "parse_json",
+    "truncate_tokens",
+]
+
+PARSERS = {"tei": parse_tei, "v1": parse_v1, "v2": parse_v2}
+# a token covers at least one byte of UTF-8 and a character at most four: a text of at most
+# max_tokens / 4 characters has at most max_tokens tokens under any tokenizer
+BYTES_PER_CHAR = 4
 
 # Texts per encoder forward pass. The encoder sorts a call's texts by length; torch pads
 # each pass to its longest: 64 SciFact queries (8 to 49 tokens) cost 13.3 ms a query in one
@@ -78,6 +93,27 @@ def parse_json(raw: bytes) -> object:
         return orjson.loads(raw)
     except orjson.JSONDecodeError as error:
         raise RequestError(400, f"body: malformed JSON ({error})") from None
+
+
+def truncate_tokens(tokenizer, texts: list[str], max_tokens: int) -> list[str]:
+    """Each text cut after its first ``max_tokens`` tokens of ``tokenizer`` (a fast Hugging
+    Face tokenizer, special tokens not counted), at the end of the last token kept; texts
+    within the limit are returned as they are."""
+    long = [i for i, text in enumerate(texts) if len(text) * BYTES_PER_CHAR > max_tokens]
+    if not long:
+        return texts
+    encoded = tokenizer(
+        [texts[i] for i in long],
+        add_special_tokens=False,
+        return_offsets_mapping=True,
+        truncation=True,
+        max_length=max_tokens + 1,
+    )
+    out = list(texts)
+    for i, offsets in zip(long, encoded["offset_mapping"]):
+        if len(offsets) > max_tokens:
+            out[i] = texts[i][: offsets[max_tokens - 1][1]]
+    return out
 
 
 def warm_up(reranker: Reranker) -> None:
@@ -161,11 +197,17 @@ class Service:
         return parse_json(raw)
 
     async def rerank(self, shape: str, raw: bytes) -> tuple[object, bool]:
-        """The answer to a rerank body in ``shape`` ("tei" or "v1"), and its fallback flag."""
-        parse: Callable = parse_tei if shape == "tei" else parse_v1
-        request = parse(self.body(raw), self.limits)
+        """The answer to a rerank body in ``shape`` ("tei", "v1" or "v2"), and its fallback
+        flag."""
+        request = PARSERS[shape](self.body(raw), self.limits)
+        if request.max_tokens is not None:
+            tokenizer = self.reranker.encoder.model.tokenizer
+            texts = truncate_tokens(tokenizer, request.texts, request.max_tokens)
+            request = dataclasses.replace(request, texts=texts)
         ranked = await self.batcher.submit(request)
         fallback = bool(ranked and ranked[0].fallback)
         if shape == "tei":
             return answer_tei(request, ranked), fallback
+        if shape == "v2":
+            return answer_v2(request, ranked), fallback
         return answer_v1(request, ranked, self.config.served_name), fallback

@@ -1,13 +1,16 @@
 """The API shapes, parsed and answered without any web framework.
 
-Reranking, the two shapes that RAG pipelines already call:
+Reranking, the shapes that RAG pipelines already call:
 
 - ``POST /rerank``, the shape of Hugging Face text-embeddings-inference:
   ``{"query", "texts", "raw_scores", "return_text", "truncate"}`` ->
   ``[{"index", "score", "text"?}]``;
 - ``POST /v1/rerank``, the Cohere / Jina shape: ``{"model", "query", "documents"
   (strings or {"text"}), "top_n", "return_documents"}`` ->
-  ``{"id", "model", "results": [{"index", "relevance_score", "document"?}], "meta"}``.
+  ``{"id", "model", "results": [{"index", "relevance_score", "document"?}], "meta"}``;
+- ``POST /v2/rerank``, Cohere's v2 shape: ``{"model", "query", "documents" (strings),
+  "top_n"?, "max_tokens_per_doc"?, "priority"?, "relevant_spans"?}`` ->
+  ``{"id", "results": [{"index", "relevance_score"}], "meta"}``.
 
 Results are the documents the method kept, by descending score (a filter such as
 Ricci-Filtration drops some); ``meta`` (and the ``X-Georag-Fallback`` header of both
@@ -38,8 +41,10 @@ __all__ = [
     "DEFAULT_TOP_K",
     "parse_tei",
     "parse_v1",
+    "parse_v2",
     "answer_tei",
     "answer_v1",
+    "answer_v2",
     "parse_retrieve",
     "parse_documents",
     "parse_ids",
@@ -60,12 +65,14 @@ class RequestError(Exception):
 
 @dataclass(frozen=True)
 class RerankRequest:
-    """One parsed request: a query and its documents, and how to answer."""
+    """One parsed request: a query and its documents, and how to answer (``max_tokens``:
+    cut each document to that many tokens first)."""
 
     query: str
     texts: list[str]
     top_n: int | None = None
     return_text: bool = False
+    max_tokens: int | None = None
 
 
 @dataclass(frozen=True)
@@ -131,6 +138,18 @@ def _texts(values: object, where: str, limits: Limits, truncate: bool, dicts: bo
     return out
 
 
+def _present(body: dict, key: str) -> object:
+    if key not in body:
+        raise RequestError(422, f"{key}: missing (required)")
+    return body[key]
+
+
+def _positive(value: object, where: str) -> int | None:
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+        raise RequestError(422, f"{where}: expected a positive integer, got {value!r:.40}")
+    return value
+
+
 def parse_tei(body: object, limits: Limits) -> RerankRequest:
     """A text-embeddings-inference ``/rerank`` body (``truncate`` cuts long texts)."""
     body = _body(body)
@@ -149,14 +168,38 @@ def parse_v1(body: object, limits: Limits) -> RerankRequest:
     model = body.get("model")
     if model is not None and not isinstance(model, str):
         raise RequestError(422, f"model: expected a string, got {type(model).__name__}")
-    top_n = body.get("top_n")
-    if top_n is not None and (isinstance(top_n, bool) or not isinstance(top_n, int) or top_n < 1):
-        raise RequestError(422, f"top_n: expected a positive integer, got {top_n!r:.40}")
     return RerankRequest(
         query=_text(body.get("query"), "query", limits, False),
         texts=_texts(body.get("documents"), "documents", limits, False, dicts=True),
-        top_n=top_n,
+        top_n=_positive(body.get("top_n"), "top_n"),
         return_text=_flag(body, "return_documents", False),
+    )
+
+
+def parse_v2(body: object, limits: Limits) -> RerankRequest:
+    """A Cohere v2 ``/v2/rerank`` body: ``model`` (required, accepted whatever it names),
+    ``query``, ``documents`` (strings), ``top_n``, ``max_tokens_per_doc`` (documents are cut
+    to that many tokens of the query encoder), ``priority`` (accepted; one queue serves
+    all) and ``relevant_spans`` (only ``{"mode": "disabled"}``: georag returns no spans)."""
+    body = _body(body)
+    model = _present(body, "model")
+    if not isinstance(model, str):
+        raise RequestError(422, f"model: expected a string, got {type(model).__name__}")
+    priority = body.get("priority")
+    if priority is not None and (
+        isinstance(priority, bool) or not isinstance(priority, int) or priority < 0
+    ):
+        raise RequestError(422, f"priority: expected an integer >= 0, got {priority!r:.40}")
+    spans = body.get("relevant_spans")
+    if spans is not None and (not isinstance(spans, dict) or spans.get("mode") != "disabled"):
+        raise RequestError(
+            422, "relevant_spans: georag returns no spans; leave it out or send mode 'disabled'"
+        )
+    return RerankRequest(
+        query=_text(_present(body, "query"), "query", limits, False),
+        texts=_texts(_present(body, "documents"), "documents", limits, False, dicts=False),
+        top_n=_positive(body.get("top_n"), "top_n"),
+        max_tokens=_positive(body.get("max_tokens_per_doc"), "max_tokens_per_doc"),
     )
 
 
@@ -193,6 +236,22 @@ def answer_v1(request: RerankRequest, ranked: list, model: str) -> dict:
         "results": results,
         "meta": {
             "api_version": {"version": "1"},
+            "fallback": bool(ranked and ranked[0].fallback),
+            "kept": len(kept),
+            "documents": len(ranked),
+        },
+    }
+
+
+def answer_v2(request: RerankRequest, ranked: list) -> dict:
+    """Cohere's v2 response of the kept documents, best ``top_n`` first."""
+    kept = _kept(ranked)
+    results = [{"index": d.index, "relevance_score": d.score} for d in kept[: request.top_n]]
+    return {
+        "id": str(uuid.uuid4()),
+        "results": results,
+        "meta": {
+            "api_version": {"version": "2"},
             "fallback": bool(ranked and ranked[0].fallback),
             "kept": len(kept),
             "documents": len(ranked),

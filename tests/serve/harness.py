@@ -56,18 +56,32 @@ def wait_ready(url: str, timeout: float, process: subprocess.Popen | None = None
     raise TimeoutError(f"{url} not ready in {timeout} s")
 
 
+def wait_listening(port: int, timeout: float, process: subprocess.Popen) -> None:
+    """Wait until ``process`` accepts connections on 127.0.0.1:``port``."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"server exited with {process.returncode}")
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 1):
+            return
+        time.sleep(0.2)
+    raise TimeoutError(f"127.0.0.1:{port} not listening in {timeout} s")
+
+
 @contextlib.contextmanager
-def thread_server(model, **settings):
-    """``create_app`` under uvicorn in a daemon thread; yields its base URL (``model``: a
-    georag.Reranker, or a georag.Retriever with ``index=`` among the settings)."""
+def served_in_thread(model, **settings):
+    """``create_app`` under georag's uvicorn server in a daemon thread; yields (server, base
+    URL) (``model``: a georag.Reranker, or a georag.Retriever with ``index=`` among the
+    settings). ``server.handle_exit(signal.SIGTERM, None)`` starts its shutdown."""
     import uvicorn
 
     from georag.serve.app import create_app
     from georag.serve.config import ServeConfig
+    from georag.serve.drain import DrainingServer
 
     port = free_port()
     config = ServeConfig(method=model.method, port=port, **settings)
-    server = uvicorn.Server(
+    server = DrainingServer(
         uvicorn.Config(create_app(config, model), host="127.0.0.1", port=port, log_level="error")
     )
     thread = threading.Thread(target=server.run, daemon=True)
@@ -75,10 +89,17 @@ def thread_server(model, **settings):
     url = f"http://127.0.0.1:{port}"
     try:
         wait_ready(url, 120)
-        yield url
+        yield server, url
     finally:
         server.should_exit = True
         thread.join(30)
+
+
+@contextlib.contextmanager
+def thread_server(model, **settings):
+    """:func:`served_in_thread`, yielding its base URL only."""
+    with served_in_thread(model, **settings) as (_, url):
+        yield url
 
 
 def serve_command(*args: str) -> list[str]:
@@ -110,3 +131,45 @@ def process_server(*args: str, timeout: float = 240):
         if process.poll() is None:
             os.killpg(process.pid, signal.SIGKILL)
         process.wait(30)
+
+
+def send_raw(url: str, path: str, bodies: list[dict]) -> list[socket.socket]:
+    """Write each body whole as one ``POST path`` on its own raw connection (no reading)."""
+    host, port = url.removeprefix("http://").split(":")
+    socks = []
+    for body in bodies:
+        data = json.dumps(body).encode()
+        head = (
+            f"POST {path} HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(data)}\r\nConnection: close\r\n\r\n"
+        )
+        sock = socket.create_connection((host, int(port)), timeout=30)
+        sock.sendall(head.encode() + data)
+        socks.append(sock)
+    return socks
+
+
+def read_statuses(socks: list[socket.socket], timeout: float = 60) -> list[object]:
+    """The status code each connection was answered with, or ``"reset"`` / ``"closed"``
+    (no answer), reading until each closes, within ``timeout`` seconds in all."""
+    deadline = time.monotonic() + timeout
+    out: list[object] = []
+    for sock in socks:
+        reply = b""
+        try:
+            while time.monotonic() < deadline:
+                sock.settimeout(max(0.1, deadline - time.monotonic()))
+                chunk = sock.recv(65536)
+                if not chunk:
+                    break
+                reply += chunk
+        except ConnectionResetError:
+            out.append("reset")
+            continue
+        except TimeoutError:
+            out.append("timeout")
+            continue
+        finally:
+            sock.close()
+        out.append(int(reply.split(b" ", 2)[1]) if reply.startswith(b"HTTP/1.1 ") else "closed")
+    return out

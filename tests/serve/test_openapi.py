@@ -21,7 +21,7 @@ from schemathesis.checks import (
 
 from tests.serve.harness import demo_texts, thread_server
 
-RERANK = {("/rerank", "post"), ("/v1/rerank", "post")}
+RERANK = {("/rerank", "post"), ("/v1/rerank", "post"), ("/v2/rerank", "post")}
 CORPUS = {("/retrieve", "post"), ("/documents", "post"), ("/documents", "delete")}
 ALWAYS = {("/health", "get"), ("/metrics", "get")}
 LIMITS = dict(max_docs=6, max_text_chars=300, max_body_bytes=4096, max_top_k=8)
