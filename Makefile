@@ -3,7 +3,7 @@
 PY ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
-EXTRAS ?= cpu,train,dev,mpnet,learn,multihop,entities,langchain,llama-index,pyterrier,serve,onnx,openvino
+EXTRAS ?= cpu,train,dev,mpnet,learn,multihop,entities,langchain,llama-index,pyterrier,serve,mcp,onnx,openvino
 
 .PHONY: venv demo test test-all lint clean
 

@@ -1,4 +1,4 @@
-"""The ``georag`` command: demo, eval, sweep, index, search, plot, explain, serve.
+"""The ``georag`` command: demo, eval, sweep, index, search, plot, explain, serve, mcp.
 
 Bad arguments print one line, ``georag: error: ...``, and exit with status 2. The commands
 over a saved index are in :mod:`georag.cli.corpus`, the demo in :mod:`georag.cli.demo`,
@@ -98,10 +98,11 @@ def _add_backend_arg(parser: argparse.ArgumentParser, default: str | None = None
     )
 
 
-def _add_serve_args(parser: argparse.ArgumentParser) -> None:
+def _add_model_args(parser: argparse.ArgumentParser, method_required: bool = True) -> None:
+    """The method, the index and the limits, shared by ``serve`` and ``mcp``."""
     parser.add_argument(
         "--method",
-        required=True,
+        required=method_required,
         help="method spec (e.g. maniscope, ricci+bi); with --index a retrieval method (e.g. dense)",
     )
     parser.add_argument(
@@ -116,6 +117,19 @@ def _add_serve_args(parser: argparse.ArgumentParser) -> None:
         help="one config field of a stage (e.g. maniscope.k=7); repeatable",
     )
     parser.add_argument("--weights", help="trained weights of the spec's learned stage")
+    for flag, kind, what in (
+        ("--max-docs", positive_int, "documents per request (413 past it)"),
+        ("--max-text-chars", positive_int, "characters per text (413 past it)"),
+        ("--max-top-k", positive_int, "with --index: documents one retrieval may ask for"),
+        ("--cache-size", positive_int, "embeddings kept in memory per worker"),
+    ):
+        parser.add_argument(flag, type=kind, help=what)
+    parser.add_argument("--cache-dir", help="also keep the embedding cache on disk there")
+    _add_backend_arg(parser)
+
+
+def _add_serve_args(parser: argparse.ArgumentParser) -> None:
+    _add_model_args(parser)
     parser.add_argument("--host", help="address to bind (default 127.0.0.1: loopback only)")
     parser.add_argument("--port", type=int, help="port (default 8080)")
     for flag, kind, what in (
@@ -124,16 +138,11 @@ def _add_serve_args(parser: argparse.ArgumentParser) -> None:
         ("--max-read-ms", float, "how long at most while more are still being read"),
         ("--watch-ms", float, "with --index: how often to look for another process's update"),
         ("--workers", positive_int, "server processes"),
-        ("--max-docs", positive_int, "documents per request (413 past it)"),
-        ("--max-text-chars", positive_int, "characters per text (413 past it)"),
         ("--max-body-bytes", positive_int, "request body size (413 past it)"),
         ("--max-queue", positive_int, "queries waiting for a batch (429 past it)"),
-        ("--max-top-k", positive_int, "with --index: documents one /retrieve may ask for"),
-        ("--cache-size", positive_int, "embeddings kept in memory per worker"),
     ):
         parser.add_argument(flag, type=kind, help=what)
     parser.add_argument("--api-key-file", help="require 'Authorization: Bearer KEY' (the file's)")
-    parser.add_argument("--cache-dir", help="also keep the embedding cache on disk there")
     parser.add_argument(
         "--cache-queries",
         action="store_true",
@@ -141,7 +150,22 @@ def _add_serve_args(parser: argparse.ArgumentParser) -> None:
         help="cache query embeddings too (default: encode each batch's queries afresh)",
     )
     parser.add_argument("--model-name", help="the 'model' named in responses (default: --method)")
-    _add_backend_arg(parser)
+
+
+def _add_mcp_args(parser: argparse.ArgumentParser) -> None:
+    _add_model_args(parser, method_required=False)
+    parser.add_argument(
+        "--allow-writes",
+        action="store_true",
+        help="with --index: offer the add_documents and delete_documents tools",
+    )
+    parser.add_argument(
+        "--transport",
+        choices=["stdio", "http"],
+        default="stdio",
+        help="stdio (default), or streamable HTTP on 127.0.0.1 (POST /mcp)",
+    )
+    parser.add_argument("--port", type=int, default=8000, help="with --transport http (8000)")
 
 
 def _build_parser() -> argparse.ArgumentParser:
@@ -234,6 +258,9 @@ def _build_parser() -> argparse.ArgumentParser:
 
     _add_serve_args(
         sub.add_parser("serve", help="serve a reranker or an index over HTTP (extra 'serve')")
+    )
+    _add_mcp_args(
+        sub.add_parser("mcp", help="serve an index or a reranker as MCP tools (extra 'mcp')")
     )
 
     search = sub.add_parser("search", help="query an index built by 'georag index'")
@@ -412,7 +439,8 @@ def _serve_config(args: argparse.Namespace):
     names += ("max_text_chars", "max_body_bytes", "max_queue", "api_key_file", "cache_dir")
     names += ("cache_size", "cache_queries", "index", "rerank", "max_top_k")
     names += ("encoder_backend", "watch_ms")
-    given = {n: getattr(args, n) for n in (*names, "model_name") if getattr(args, n) is not None}
+    given = {n: getattr(args, n, None) for n in (*names, "model_name")}
+    given = {n: value for n, value in given.items() if value is not None}
     if args.threads is not None:
         given["threads"] = args.threads
     return ServeConfig(method=args.method, options=options, **given)
@@ -442,6 +470,35 @@ def _cmd_serve(args: argparse.Namespace) -> None:
     run(config, model if config.workers == 1 else None)
 
 
+def _cmd_mcp(args: argparse.Namespace) -> None:
+    try:
+        import mcp  # noqa: F401
+    except ImportError:
+        raise ValueError("mcp needs the extra 'mcp': pip install 'georag[mcp]'") from None
+    from georag.serve import mcp as server
+    from georag.serve.corpus import build_retriever
+    from georag.serve.service import build_reranker
+
+    if args.method is None:
+        if args.index is None:
+            raise ValueError("--method: give a method spec, or --index DIR (default method dense)")
+        args.method = "dense"
+    if args.allow_writes and args.index is None:
+        raise ValueError("--allow-writes: writes go to an index; give --index")
+    config = _serve_config(args)
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()  # stdout is the protocol's; stderr holds no loading bars
+    model = build_retriever(config) if config.index else build_reranker(config)
+    server.warm(model, config)
+    tools = server.GeoragTools(config, model, allow_writes=args.allow_writes)
+    where = "stdio" if args.transport == "stdio" else f"http://127.0.0.1:{args.port}/mcp"
+    served = f"{config.method} retrieval from {config.index}" if config.index else config.method
+    offered = ", ".join(tool.name for tool in tools.offered())
+    print(f"georag mcp: {served} on {where} (tools {offered})", file=sys.stderr, flush=True)
+    server.run(server.build_server(tools), args.transport, args.port)
+
+
 _COMMANDS = {
     "demo": cmd_demo,
     "explain": cmd_explain,
@@ -450,6 +507,7 @@ _COMMANDS = {
     "index": cmd_index,
     "search": cmd_search,
     "serve": _cmd_serve,
+    "mcp": _cmd_mcp,
     "plot": _cmd_plot,
 }
 
