@@ -1,10 +1,11 @@
 """Pictures of an :class:`~georag.eval.explain.Explanation`: what is drawn (a
 :class:`Drawing`), as a PNG (matplotlib) or an HTML page (inline SVG, no script).
 
-Columns from left to right: the seeds, then each node at its least depth along the paths
-of the top passages, so a passage reached through a phrase sits two columns after the
-seed it came from. Path edges carry the share of the node's mass they brought; the edges
-``iso_entity``'s pruning removed are drawn dashed, their ends added where missing.
+Columns from left to right: each node at its least depth along the paths of the top
+passages (the seeds the paths start from, and the seeds on no path, first), so a passage
+reached through a phrase sits two columns after the seed it came from. Path edges carry the
+share of the node's mass they brought; the edges ``iso_entity``'s pruning removed are drawn
+dashed, their ends added where missing (passages, then phrases, in the last two columns).
 """
 
 from __future__ import annotations
@@ -80,8 +81,6 @@ def drawing(explanation: Explanation) -> Drawing:
     edges: dict[tuple[str, str], DrawnEdge] = {}
     seeds = {_key(s.node) for s in explanation.seeds if s.weight > 0}
     hits = {_key(h.node): h for h in explanation.hits}
-    for seed in explanation.seeds:
-        nodes[_key(seed.node)], depth[_key(seed.node)] = seed.node, 0
     for hit in explanation.hits:
         for i, node in enumerate(hit.path):
             key = _key(node)
@@ -89,12 +88,17 @@ def drawing(explanation: Explanation) -> Drawing:
             depth[key] = min(depth.get(key, i), i)
         for (a, b), flow in zip(zip(hit.path, hit.path[1:]), hit.flows):
             edges[(_key(a), _key(b))] = DrawnEdge(_key(a), _key(b), "path", f"{flow:.0%}")
+    for seed in explanation.seeds:  # a seed off every path stands in the first column
+        nodes.setdefault(_key(seed.node), seed.node)
+        depth.setdefault(_key(seed.node), 0)
     pruned_only = set()
     last = max(depth.values(), default=0) + 1
     for a, b in explanation.removed[:MAX_PRUNED]:
         for node in (a, b):
             if _key(node) not in nodes:
-                nodes[_key(node)], depth[_key(node)] = node, last
+                # passage ends in one column, phrase ends in the next: no edge crosses a box
+                nodes[_key(node)] = node
+                depth[_key(node)] = last + (node.kind == "phrase")
                 pruned_only.add(_key(node))
         edges[(_key(a), _key(b))] = DrawnEdge(_key(a), _key(b), "pruned")
     columns: dict[int, list[str]] = {}
@@ -129,20 +133,16 @@ def draw_png(picture: Drawing, path: str | os.PathLike) -> Path:
         if edge.kind == "pruned":
             ax.plot([x0, x1], [y0, y1], ls="--", color="#d9534f", lw=1.2, zorder=1)
             continue
-        ax.annotate(
+        ax.plot([x0, x1], [y0, y1], color="#555555", lw=1.2, zorder=1)
+        mx, my, dx, dy = (x0 + x1) / 2, (y0 + y1) / 2, (x1 - x0) * 0.04, (y1 - y0) * 0.04
+        ax.annotate(  # the head at the middle: the ends are under the boxes
             "",
-            xy=(x1, y1),
-            xytext=(x0, y0),
-            arrowprops={
-                "arrowstyle": "-|>",
-                "color": "#555555",
-                "lw": 1.2,
-                "shrinkA": 14,
-                "shrinkB": 14,
-            },
+            xy=(mx + dx, my + dy),
+            xytext=(mx - dx, my - dy),
+            arrowprops={"arrowstyle": "-|>", "color": "#555555", "lw": 1.2},
             zorder=1,
         )
-        ax.text((x0 + x1) / 2, (y0 + y1) / 2, edge.label, fontsize=7, color="#333333")
+        ax.text(mx, my + 0.08, edge.label, fontsize=8, color="#333333", ha="center")
     for node in picture.nodes:
         style = "round" if node.kind == "phrase" else "square"
         ax.text(
